@@ -1,0 +1,38 @@
+//! Real `redis-server` processes for relock's tests.
+//!
+//! Everything here drives genuine server binaries: no mocks, no in-process
+//! fakes. A [`RedisServer`] owns a child process, a private temporary
+//! directory (config, log, AOF) and a loopback port; it can be paused,
+//! killed, restarted on the same port and directory, and inspected through
+//! `redis-cli`. The [`process`] module helps integration tests that need
+//! several OS processes competing for the same lock.
+//!
+//! Setup failures panic with a message that says what went wrong and, when a
+//! server was involved, what its log said: in a test-support crate a clear
+//! panic is the most useful error.
+//!
+//! ```no_run
+//! use relock_testkit::{RedisServer, ServerOptions};
+//!
+//! let server = RedisServer::start_with(ServerOptions::default().aof_always());
+//! server.cli(&["SET", "k", "v"]);
+//! assert_eq!(server.cli(&["GET", "k"]), "v");
+//! ```
+//!
+//! Only Unix is supported: pausing relies on `SIGSTOP`/`SIGCONT`.
+
+#![cfg(unix)]
+// Panicking with a clear message is how this crate reports setup failures.
+#![allow(clippy::expect_used, clippy::panic)]
+
+mod bins;
+mod net;
+mod options;
+pub mod process;
+mod server;
+
+pub use bins::{redis_cli_path, redis_server_path};
+pub use net::free_port;
+pub use options::ServerOptions;
+pub use process::check_no_overlap;
+pub use server::RedisServer;

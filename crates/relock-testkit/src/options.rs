@@ -1,0 +1,217 @@
+//! Configuration of a [`RedisServer`](crate::RedisServer) before it starts.
+
+use crate::RedisServer;
+
+/// How to configure a [`RedisServer`] before starting it.
+///
+/// Every setter consumes and returns the options so they chain:
+///
+/// ```no_run
+/// use relock_testkit::{RedisServer, ServerOptions};
+///
+/// let server = RedisServer::start_with(
+///     ServerOptions::default()
+///         .password("s3cret")
+///         .acl_user("app", "apppass", &["~relock:*", "+@all"])
+///         .args(["--maxmemory", "1mb"]),
+/// );
+/// ```
+///
+/// The default is a plain standalone server: no persistence, no password,
+/// no extra users, not a replica.
+#[derive(Clone, Debug, Default)]
+pub struct ServerOptions {
+    pub(crate) aof_always: bool,
+    pub(crate) password: Option<String>,
+    pub(crate) acl_users: Vec<AclUser>,
+    pub(crate) replica_of: Option<ReplicaOf>,
+    pub(crate) extra_args: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct AclUser {
+    pub(crate) name: String,
+    pub(crate) password: String,
+    pub(crate) rules: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ReplicaOf {
+    pub(crate) port: u16,
+    pub(crate) master_password: Option<String>,
+}
+
+impl ServerOptions {
+    /// Turns on the append-only file with `appendfsync always`, stored in the
+    /// server's own directory, so [`RedisServer::restart`] reloads every
+    /// acknowledged write even after [`RedisServer::kill9`].
+    ///
+    /// Default: persistence off (`appendonly no`, no RDB snapshots).
+    #[must_use = "setters return the updated options"]
+    pub fn aof_always(mut self) -> Self {
+        self.aof_always = true;
+        self
+    }
+
+    /// Sets `requirepass`, the password of the `default` user.
+    /// [`RedisServer::cli`] then authenticates with it.
+    ///
+    /// Default: no password.
+    #[must_use = "setters return the updated options"]
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Adds an ACL user, written to the config as
+    /// `user NAME on >PASSWORD RULES...`; `rules` are ACL rules such as
+    /// `"~relock:*"`, `"+@all"` or `"-debug"`. May be called several times.
+    ///
+    /// Default: only the built-in `default` user.
+    #[must_use = "setters return the updated options"]
+    pub fn acl_user(
+        mut self,
+        name: impl Into<String>,
+        password: impl Into<String>,
+        rules: &[&str],
+    ) -> Self {
+        self.acl_users.push(AclUser {
+            name: name.into(),
+            password: password.into(),
+            rules: rules.iter().map(|r| (*r).to_owned()).collect(),
+        });
+        self
+    }
+
+    /// Makes the server a replica of `master` (`replicaof 127.0.0.1 PORT`),
+    /// authenticating with the master's password if it has one.
+    ///
+    /// Only the master's port and password are recorded, so the replica
+    /// follows the master across [`RedisServer::restart`].
+    ///
+    /// Default: a master.
+    #[must_use = "setters return the updated options"]
+    pub fn replica_of(mut self, master: &RedisServer) -> Self {
+        self.replica_of = Some(ReplicaOf {
+            port: master.port(),
+            master_password: master.password().map(str::to_owned),
+        });
+        self
+    }
+
+    /// Appends one raw command-line argument, e.g. `"--maxmemory"`.
+    /// Arguments come after the generated config and so override it.
+    ///
+    /// Default: none.
+    #[must_use = "setters return the updated options"]
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Appends raw command-line arguments, e.g. `["--maxmemory", "1mb"]`.
+    /// Arguments come after the generated config and so override it.
+    ///
+    /// Default: none.
+    #[must_use = "setters return the updated options"]
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Renders the config file. The port is deliberately absent: it is passed
+    /// on the command line so a retry on another port needs no rewrite.
+    pub(crate) fn config_file(&self, dir: &str, logfile: &str) -> String {
+        let mut lines = vec![
+            format!("bind {}", quote("127.0.0.1")),
+            format!("protected-mode {}", quote("no")),
+            format!("daemonize {}", quote("no")),
+            format!("save {}", quote("")),
+            format!("dir {}", quote(dir)),
+            format!("logfile {}", quote(logfile)),
+            // Redis waits 5 s by default for more replicas before a diskless
+            // full sync; tests would pay that on every replica start.
+            format!("repl-diskless-sync-delay {}", quote("0")),
+        ];
+        if self.aof_always {
+            lines.push(format!("appendonly {}", quote("yes")));
+            lines.push(format!("appendfsync {}", quote("always")));
+        } else {
+            lines.push(format!("appendonly {}", quote("no")));
+        }
+        if let Some(password) = &self.password {
+            lines.push(format!("requirepass {}", quote(password)));
+        }
+        for user in &self.acl_users {
+            let mut line = format!(
+                "user {} {} {}",
+                quote(&user.name),
+                quote("on"),
+                quote(&format!(">{}", user.password))
+            );
+            for rule in &user.rules {
+                line.push(' ');
+                line.push_str(&quote(rule));
+            }
+            lines.push(line);
+        }
+        if let Some(replica) = &self.replica_of {
+            lines.push(format!(
+                "replicaof {} {}",
+                quote("127.0.0.1"),
+                quote(&replica.port.to_string())
+            ));
+            if let Some(password) = &replica.master_password {
+                lines.push(format!("masterauth {}", quote(password)));
+            }
+        }
+        let mut text = lines.join("\n");
+        text.push('\n');
+        text
+    }
+}
+
+/// Quotes a config token so spaces, quotes and `#` survive Redis's
+/// config tokenizer (`sdssplitargs`).
+fn quote(token: &str) -> String {
+    let mut out = String::with_capacity(token.len() + 2);
+    out.push('"');
+    for c in token.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_quotes_awkward_tokens() {
+        let opts = ServerOptions::default().password("p \"q\"").acl_user(
+            "app",
+            "a#b",
+            &["~relock:*", "+@all"],
+        );
+        let conf = opts.config_file("/tmp/x y", "/tmp/x y/redis.log");
+        assert!(conf.contains("dir \"/tmp/x y\"\n"), "{conf}");
+        assert!(conf.contains("requirepass \"p \\\"q\\\"\"\n"), "{conf}");
+        assert!(
+            conf.contains("user \"app\" \"on\" \">a#b\" \"~relock:*\" \"+@all\"\n"),
+            "{conf}"
+        );
+        assert!(conf.contains("appendonly \"no\"\n"), "{conf}");
+    }
+}

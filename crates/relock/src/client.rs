@@ -1,0 +1,190 @@
+//! The entry point: a connection to Redis shared by every lock made from it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::IntoConnectionInfo;
+
+use crate::error::Result;
+use crate::keeper::Keeper;
+use crate::keys::LockKeys;
+use crate::mutex::Mutex;
+use crate::notify::Notifier;
+use crate::options::{ClientOptions, MutexOptions};
+use crate::token::random_id;
+
+/// A connection to Redis and the background work every lock made from it shares.
+///
+/// One `Client` per process is the intended use: it holds one multiplexed connection for lock
+/// commands, one pub/sub connection (opened on first contention) for release notifications,
+/// and one task that renews every renewed lease in batches. Cloning is cheap and shares all of
+/// it. Commands are never retried silently except where the lock token makes a retry
+/// idempotent; the connection reconnects in the background after a failure.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), relock::Error> {
+/// # let server = relock_testkit::RedisServer::start();
+/// # let url = server.url();
+/// let client = relock::Client::connect(url.as_str()).await?;
+/// let guard = client.mutex("nightly-report")?.lock().await?;
+/// // ... the work only one instance may do ...
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What every lock of one client shares.
+pub(crate) struct Shared {
+    pub(crate) conn: ConnectionManager,
+    pub(crate) options: ClientOptions,
+    pub(crate) id: String,
+    pub(crate) keeper: Keeper,
+    pub(crate) notifier: Arc<Notifier>,
+}
+
+impl Client {
+    /// Connects with default options.
+    ///
+    /// Accepts what the `redis` crate accepts: a URL such as `redis://127.0.0.1:6379/`,
+    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
+    /// reached or refuses the credentials.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// See [`Client`].
+    pub async fn connect<T: IntoConnectionInfo>(target: T) -> Result<Client> {
+        Client::connect_with_options(target, ClientOptions::default()).await
+    }
+
+    /// Connects with the given options.
+    ///
+    /// Must be called inside a tokio runtime: the client starts its renewal and notification
+    /// tasks on it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range;
+    /// [`Error::Redis`](crate::Error::Redis) as for [`Client::connect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// use relock::{Client, ClientOptions};
+    ///
+    /// let options = ClientOptions::default().prefix("payments:");
+    /// let client = Client::connect_with_options(url.as_str(), options).await?;
+    /// # let _ = client;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_with_options<T: IntoConnectionInfo>(
+        target: T,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        options.validate()?;
+        let redis = redis::Client::open(target)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(options.response_timeout))
+            .set_connection_timeout(Some(options.connection_timeout))
+            .set_number_of_retries(1);
+        let conn = ConnectionManager::new_with_config(redis.clone(), config).await?;
+        let keeper = Keeper::spawn(conn.clone(), options.renew_batch);
+        let notifier = Notifier::spawn(redis);
+        Ok(Client {
+            shared: Arc::new(Shared {
+                conn,
+                id: random_id()?,
+                options,
+                keeper,
+                notifier,
+            }),
+        })
+    }
+
+    /// A distributed mutex named `name`, with the client's default lease and no wait limit.
+    ///
+    /// Making the handle talks to nobody; it is cheap to create and to clone. Any process that
+    /// makes a mutex of the same name through the same Redis and key prefix contends for the
+    /// same lock. Names are bytes: any `&str`, `String`, `&[u8]` or `Vec<u8>` of 1 to
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// let mutex = client.mutex("lottery:2026-11-22")?;
+    /// assert!(client.mutex("").is_err());
+    /// # let _ = mutex;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn mutex(&self, name: impl AsRef<[u8]>) -> Result<Mutex> {
+        self.mutex_with_options(name, MutexOptions::default())
+    }
+
+    /// A distributed mutex with its own options. See [`Client::mutex`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexOptions`].
+    pub fn mutex_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<Mutex> {
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        Mutex::new(Arc::clone(&self.shared), keys, options)
+    }
+
+    /// This client's random identity (128 bits from the OS, as 22 characters).
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The options the client was built with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.shared.options
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.shared.id)
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}

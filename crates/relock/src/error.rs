@@ -1,0 +1,159 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What went wrong with a lock operation.
+///
+/// Every fallible operation in relock returns this type. It is `#[non_exhaustive]`: match the
+/// variants you handle and keep a catch-all arm.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(mutex: relock::Mutex) -> Result<(), relock::Error> {
+/// match mutex.try_lock().await {
+///     Ok(guard) => guard.unlock().await?,
+///     Err(relock::Error::Held { remaining, .. }) => {
+///         println!("busy, free again in at most {remaining:?}");
+///     }
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A lock name was empty, too long, or otherwise unusable.
+    InvalidName {
+        /// Why the name was refused.
+        reason: &'static str,
+    },
+    /// An option was out of range: a lease of zero or beyond the maximum, a prefix with braces.
+    InvalidOption {
+        /// Which option.
+        option: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// `try_lock` found the lock held by another owner.
+    Held {
+        /// The lock's name.
+        name: String,
+        /// How long the holder's lease still runs, when Redis reports an expiry.
+        remaining: Option<Duration>,
+    },
+    /// Waiting for the lock ran past its timeout.
+    Timeout {
+        /// The lock's name.
+        name: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The lock is no longer held by this guard: its lease ran out, or it was removed or taken.
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// A key this lock uses holds a value of another Redis type (Redis replied `WRONGTYPE`).
+    WrongType {
+        /// The lock's name.
+        name: String,
+    },
+    /// Redis could not be reached, timed out, refused the credentials or answered with an error.
+    Redis(redis::RedisError),
+    /// Redis answered with a reply of a shape the lock scripts never produce.
+    UnexpectedReply {
+        /// What was received.
+        detail: String,
+    },
+    /// The operating system's random number generator failed.
+    Entropy {
+        /// The generator's own message.
+        detail: String,
+    },
+}
+
+impl Error {
+    /// Whether the error means Redis could not be reached or did not answer in time, so the same
+    /// operation may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn from_redis(err: redis::RedisError, name: &str) -> Error {
+        if err.code() == Some("WRONGTYPE") || err.detail().is_some_and(|d| d.contains("WRONGTYPE"))
+        {
+            Error::WrongType {
+                name: name.to_owned(),
+            }
+        } else {
+            Error::Redis(err)
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidName { reason } => write!(f, "invalid lock name: {reason}"),
+            Error::InvalidOption { option, reason } => {
+                write!(f, "invalid option `{option}`: {reason}")
+            }
+            Error::Held {
+                name,
+                remaining: Some(left),
+            } => write!(
+                f,
+                "lock {name:?} is held by another owner (lease ends in {left:?})"
+            ),
+            Error::Held {
+                name,
+                remaining: None,
+            } => write!(
+                f,
+                "lock {name:?} is held by another owner (its key has no expiry)"
+            ),
+            Error::Timeout { name, waited } => {
+                write!(f, "gave up waiting for lock {name:?} after {waited:?}")
+            }
+            Error::NotHeld { name } => write!(f, "lock {name:?} is no longer held by this guard"),
+            Error::WrongType { name } => write!(
+                f,
+                "a key of lock {name:?} holds another Redis type (WRONGTYPE)"
+            ),
+            Error::Redis(e) => write!(f, "redis: {e}"),
+            Error::UnexpectedReply { detail } => {
+                write!(f, "unexpected reply from redis: {detail}")
+            }
+            Error::Entropy { detail } => write!(f, "os random number generator failed: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(err: redis::RedisError) -> Self {
+        Error::Redis(err)
+    }
+}
+
+/// The result type of relock's operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,215 @@
+//! The client's one background task for leases: it renews every renewed lease in batches (one
+//! script call renews up to `renew_batch` leases), and runs the best-effort releases of dropped
+//! guards and cancelled acquires.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::lease::{LeaseState, Lost};
+use crate::scripts::RENEW_BATCH;
+
+/// A best-effort release to run in the background.
+pub(crate) type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A lease to keep renewed, with the key and owner token that identify it in Redis.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    pub(crate) lease: Arc<LeaseState>,
+    pub(crate) key: Vec<u8>,
+    pub(crate) token: String,
+}
+
+enum Command {
+    Watch(Watched),
+    Forget(u64),
+    Release(Release),
+}
+
+/// The handle through which guards talk to the keeper task.
+#[derive(Clone, Debug)]
+pub(crate) struct Keeper {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Keeper {
+    /// Starts the task on the current tokio runtime. It ends when every handle is gone.
+    pub(crate) fn spawn(conn: ConnectionManager, batch: usize) -> Keeper {
+        let (commands, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(rx, conn, batch));
+        Keeper { commands }
+    }
+
+    /// Renews this lease every third of its length until it is forgotten or lost.
+    pub(crate) fn watch(&self, watched: Watched) {
+        let _ = self.commands.send(Command::Watch(watched));
+    }
+
+    /// Stops renewing a lease.
+    pub(crate) fn forget(&self, lease_id: u64) {
+        let _ = self.commands.send(Command::Forget(lease_id));
+    }
+
+    /// Runs a release in the background. Without a runtime left to run it, the lease simply
+    /// runs out: that is what makes it safe to skip.
+    pub(crate) fn release(&self, release: Release) {
+        let _ = self.commands.send(Command::Release(release));
+    }
+}
+
+struct Entry {
+    watched: Watched,
+    due: Instant,
+}
+
+/// The result of one batch call: when it was sent, which leases it covered, and what Redis said.
+type BatchOutcome = (Instant, Vec<u64>, redis::RedisResult<Vec<i64>>);
+
+struct Renewals {
+    conn: ConnectionManager,
+    batch: usize,
+    entries: HashMap<u64, Entry>,
+    schedule: BTreeSet<(Instant, u64)>,
+    in_flight: JoinSet<BatchOutcome>,
+}
+
+async fn run(
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    conn: ConnectionManager,
+    batch: usize,
+) {
+    let mut renewals = Renewals {
+        conn,
+        batch,
+        entries: HashMap::new(),
+        schedule: BTreeSet::new(),
+        in_flight: JoinSet::new(),
+    };
+    loop {
+        let next_due = renewals.schedule.first().map(|&(due, _)| due);
+        tokio::select! {
+            command = commands.recv() => match command {
+                Some(Command::Watch(watched)) => renewals.watch(watched),
+                Some(Command::Forget(id)) => renewals.forget(id),
+                Some(Command::Release(release)) => {
+                    tokio::spawn(release);
+                }
+                None => break,
+            },
+            () = sleep_until_due(next_due) => renewals.send_due(),
+            Some(done) = renewals.in_flight.join_next() => {
+                if let Ok(outcome) = done {
+                    renewals.apply(outcome);
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until_due(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Renewals {
+    fn watch(&mut self, watched: Watched) {
+        let id = watched.lease.id();
+        let due = Instant::now() + watched.lease.lease() / 3;
+        self.schedule.insert((due, id));
+        self.entries.insert(id, Entry { watched, due });
+    }
+
+    fn forget(&mut self, id: u64) {
+        if let Some(entry) = self.entries.remove(&id) {
+            self.schedule.remove(&(entry.due, id));
+        }
+    }
+
+    /// Sends every lease that is due, plus those due within a twelfth of their lease, so that
+    /// leases taken at nearby moments share one call instead of one call each.
+    fn send_due(&mut self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.schedule.first() {
+            let early = self
+                .entries
+                .get(&id)
+                .map_or(Duration::ZERO, |e| e.watched.lease.lease() / 12);
+            if at > now + early {
+                break;
+            }
+            self.schedule.pop_first();
+            if self.entries.contains_key(&id) {
+                due.push(id);
+            }
+        }
+        for chunk in due.chunks(self.batch) {
+            self.send_batch(chunk.to_vec());
+        }
+    }
+
+    fn send_batch(&mut self, ids: Vec<u64>) {
+        let mut invocation = RENEW_BATCH.prepare_invoke();
+        for id in &ids {
+            if let Some(entry) = self.entries.get(id) {
+                invocation
+                    .key(entry.watched.key.as_slice())
+                    .arg(entry.watched.token.as_str())
+                    .arg(entry.watched.lease.lease_ms());
+            }
+        }
+        let mut conn = self.conn.clone();
+        self.in_flight.spawn(async move {
+            let sent_at = Instant::now();
+            let result = invocation.invoke_async::<Vec<i64>>(&mut conn).await;
+            (sent_at, ids, result)
+        });
+    }
+
+    fn apply(&mut self, (sent_at, ids, result): BatchOutcome) {
+        let now = Instant::now();
+        for (i, id) in ids.into_iter().enumerate() {
+            let Some(entry) = self.entries.get_mut(&id) else {
+                continue;
+            };
+            let lease = Arc::clone(&entry.watched.lease);
+            let next = match result.as_ref().map(|replies| replies.get(i).copied()) {
+                Ok(Some(1)) if lease.renewed(sent_at, lease.lease()) => {
+                    Some(sent_at + lease.lease() / 3)
+                }
+                Ok(Some(1)) => None,
+                Ok(_) => {
+                    lease.mark_lost(Lost::Revoked);
+                    None
+                }
+                Err(_) if now >= lease.deadline() || lease.is_lost() => {
+                    lease.mark_lost(Lost::Expired);
+                    None
+                }
+                // Redis did not answer: try again well before the deadline.
+                Err(_) => {
+                    let left = lease.deadline().saturating_duration_since(now);
+                    Some(now + (left / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)))
+                }
+            };
+            match next {
+                Some(due) => {
+                    entry.due = due;
+                    self.schedule.insert((due, id));
+                }
+                None => {
+                    self.entries.remove(&id);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! What a guard knows about its lease: the validity deadline and the lost signal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex as StdMutex, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::options::drift;
+
+/// Why a held lock was lost.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(guard: relock::MutexGuard) {
+/// tokio::select! {
+///     reason = guard.lost() => eprintln!("stopping: {reason}"),
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+/// }
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lost {
+    /// The validity deadline passed without a successful renewal: Redis was unreachable or too
+    /// slow, or the lease was fixed and not extended in time.
+    Expired,
+    /// Redis no longer holds the lock for this owner: its key was deleted or taken over.
+    Revoked,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::Expired => f.write_str("lease expired before it could be renewed"),
+            Lost::Revoked => f.write_str("lock was removed or taken by another owner"),
+        }
+    }
+}
+
+static NEXT_LEASE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The lease of one grant, shared by its guard and the client's renewal task.
+#[derive(Debug)]
+pub(crate) struct LeaseState {
+    id: u64,
+    lease: Duration,
+    lease_ms: u64,
+    deadline: StdMutex<Instant>,
+    lost: CancellationToken,
+    reason: OnceLock<Lost>,
+}
+
+impl LeaseState {
+    /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
+    /// send, not the reply: the server started the lease no earlier than that.
+    pub(crate) fn new(lease: Duration, lease_ms: u64, sent_at: Instant) -> Self {
+        LeaseState {
+            id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
+            lease,
+            lease_ms,
+            deadline: StdMutex::new(valid_until(sent_at, lease)),
+            lost: CancellationToken::new(),
+            reason: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held as far as this process can tell: not lost, and inside the validity deadline.
+    pub(crate) fn is_held(&self) -> bool {
+        !self.lost.is_cancelled() && Instant::now() < self.deadline()
+    }
+
+    /// Records a renewal (or extension) to `lease_ms` sent at `sent_at` that Redis confirmed.
+    /// A confirmation that arrives after the old deadline changes nothing: the lock may already
+    /// have been free in between, so it counts as lost.
+    pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
+        let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
+        if self.lost.is_cancelled() {
+            return false;
+        }
+        if Instant::now() >= *deadline {
+            drop(deadline);
+            self.mark_lost(Lost::Expired);
+            return false;
+        }
+        *deadline = (*deadline).max(valid_until(sent_at, lease));
+        true
+    }
+
+    /// Fires the lost signal; the first reason given is the one reported.
+    pub(crate) fn mark_lost(&self, reason: Lost) {
+        let _ = self.reason.set(reason);
+        self.lost.cancel();
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Completes when the lease is lost: revoked, or past its deadline without renewal.
+    pub(crate) async fn lost(&self) -> Lost {
+        loop {
+            let deadline = self.deadline();
+            tokio::select! {
+                () = self.lost.cancelled() => break,
+                () = tokio::time::sleep_until(deadline) => {
+                    if Instant::now() >= self.deadline() {
+                        self.mark_lost(Lost::Expired);
+                        break;
+                    }
+                }
+            }
+        }
+        self.reason.get().copied().unwrap_or(Lost::Expired)
+    }
+}
+
+fn valid_until(sent_at: Instant, lease: Duration) -> Instant {
+    sent_at + lease.saturating_sub(drift(lease))
+}

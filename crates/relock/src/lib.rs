@@ -1,0 +1,34 @@
+#![doc = include_str!("../../../docs/guide.md")]
+
+mod client;
+mod error;
+mod keeper;
+mod keys;
+mod lease;
+mod mutex;
+mod notify;
+mod options;
+mod scripts;
+mod token;
+
+pub use client::Client;
+pub use error::{Error, Result};
+pub use keys::MAX_NAME_LEN;
+pub use lease::Lost;
+pub use mutex::{Mutex, MutexGuard};
+pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use token::Fence;
+
+#[cfg(test)]
+mod tests {
+    fn is_error<T: std::error::Error + Send + Sync + 'static>() {}
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_error::<crate::Error>();
+        is_send_sync::<crate::Client>();
+        is_send_sync::<crate::Mutex>();
+        is_send_sync::<crate::MutexGuard>();
+    }
+}

@@ -1,0 +1,12 @@
+-- Sets a new lease on a mutex if the caller still owns it.
+-- KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease ms
+-- Returns 1 extended, 0 the key is gone, -1 another owner holds it.
+local held = redis.call('GET', KEYS[1])
+if not held then
+  return 0
+end
+if string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
+  return -1
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1

@@ -1,0 +1,302 @@
+//! Settings of a [`Client`](crate::Client) and of each lock.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::keys::validate_prefix;
+
+/// The shortest lease accepted.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// The longest lease accepted: 365 days.
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a lock is granted for, and whether relock keeps it alive.
+///
+/// A lease bounds how long a lock outlives a holder that crashed or lost its connection: after
+/// the lease, another owner can take the lock. Leases are whole milliseconds; shorter parts are
+/// rounded up.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use relock::Lease;
+///
+/// // Held until released; renewed every 10 s while the process lives; gone 30 s after it dies.
+/// let watched = Lease::Renewed(Duration::from_secs(30));
+/// // Expires after 5 s unless extended by hand.
+/// let fixed = Lease::Fixed(Duration::from_secs(5));
+/// assert_ne!(watched, fixed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lease {
+    /// A lease of this length renewed every third of it by the client's renewal task, until the
+    /// guard is released or dropped. The default, with 30 seconds.
+    Renewed(Duration),
+    /// A lease of this length that is never renewed by itself; extend it with
+    /// [`MutexGuard::extend`](crate::MutexGuard::extend).
+    Fixed(Duration),
+}
+
+impl Lease {
+    /// The length of the lease.
+    pub fn duration(self) -> Duration {
+        match self {
+            Lease::Renewed(d) | Lease::Fixed(d) => d,
+        }
+    }
+
+    /// Whether the client renews this lease by itself.
+    pub fn is_renewed(self) -> bool {
+        matches!(self, Lease::Renewed(_))
+    }
+
+    /// The lease in whole milliseconds, after checking its range.
+    pub(crate) fn millis(self) -> Result<u64> {
+        lease_millis(self.duration())
+    }
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease::Renewed(Duration::from_secs(30))
+    }
+}
+
+/// Checks a lease length and returns it in whole milliseconds, rounded up.
+pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
+    if lease < MIN_LEASE || lease > MAX_LEASE {
+        return Err(Error::InvalidOption {
+            option: "lease",
+            reason: format!("{lease:?} is outside {MIN_LEASE:?}..={MAX_LEASE:?}"),
+        });
+    }
+    let millis = lease.as_nanos().div_ceil(1_000_000);
+    // In range by the check above: at most 365 days of milliseconds.
+    Ok(u64::try_from(millis).unwrap_or(u64::MAX))
+}
+
+/// The part of a lease that is not counted on: the client's and the server's clocks may run at
+/// slightly different rates, and the reply needs time to travel. 1% of the lease plus 2 ms, as
+/// the Redlock algorithm suggests.
+pub(crate) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// Settings of a [`Client`](crate::Client).
+///
+/// Built with consuming setters; each documents its default.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use relock::{ClientOptions, Lease};
+///
+/// let options = ClientOptions::default()
+///     .prefix("billing:locks:")
+///     .default_lease(Lease::Renewed(Duration::from_secs(10)))
+///     .response_timeout(Duration::from_millis(250));
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub(crate) prefix: String,
+    pub(crate) default_lease: Lease,
+    pub(crate) wake_fallback: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) fence_memory: Duration,
+    pub(crate) holder_label: String,
+    pub(crate) renew_batch: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            prefix: "relock:".to_owned(),
+            default_lease: Lease::default(),
+            wake_fallback: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            connection_timeout: Duration::from_secs(1),
+            fence_memory: Duration::from_secs(60),
+            holder_label: String::new(),
+            renew_batch: 512,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The namespace every key and channel starts with. Default: `relock:`.
+    ///
+    /// Use one prefix per application sharing a Redis; grant an ACL user `~<prefix>*`.
+    /// It must not contain `{` or `}` (checked when the client is built).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The lease of locks that do not choose one. Default: `Lease::Renewed(30 s)`.
+    pub fn default_lease(mut self, lease: Lease) -> Self {
+        self.default_lease = lease;
+        self
+    }
+
+    /// The longest a waiter sleeps between attempts when no release notification arrives (it
+    /// never sleeps past the holder's remaining lease either). Notifications normally wake
+    /// waiters at once; this bounds the delay when one is lost, for example while the
+    /// subscription reconnects. Each sleep is jittered down to half of it. Default: 1 s.
+    pub fn wake_fallback(mut self, interval: Duration) -> Self {
+        self.wake_fallback = interval;
+        self
+    }
+
+    /// How long to wait for any reply from Redis before treating the call as failed.
+    /// Default: 1 s.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for a connection to Redis to open. Default: 1 s.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long the last fencing token of a name is kept after its lease, to order tokens when
+    /// the server's clock steps back by less than that. Default: 60 s.
+    pub fn fence_memory(mut self, memory: Duration) -> Self {
+        self.fence_memory = memory;
+        self
+    }
+
+    /// A label stored with every lock this client holds, shown to operators inspecting locks
+    /// (for example `host:pid`). Default: empty, which stores nothing. It must not contain `:`.
+    pub fn holder_label(mut self, label: impl Into<String>) -> Self {
+        self.holder_label = label.into();
+        self
+    }
+
+    /// The most leases renewed by one script call. Default: 512.
+    pub fn renew_batch(mut self, leases: usize) -> Self {
+        self.renew_batch = leases;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        validate_prefix(&self.prefix)?;
+        self.default_lease.millis()?;
+        positive("wake_fallback", self.wake_fallback)?;
+        positive("response_timeout", self.response_timeout)?;
+        positive("connection_timeout", self.connection_timeout)?;
+        if self.holder_label.contains(':') || self.holder_label.len() > 128 {
+            return Err(Error::InvalidOption {
+                option: "holder_label",
+                reason: "a label has at most 128 bytes and no `:`".into(),
+            });
+        }
+        if self.renew_batch == 0 {
+            return Err(Error::InvalidOption {
+                option: "renew_batch",
+                reason: "at least one lease per batch".into(),
+            });
+        }
+        if self.fence_memory > MAX_LEASE {
+            return Err(Error::InvalidOption {
+                option: "fence_memory",
+                reason: format!("at most {MAX_LEASE:?}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn positive(option: &'static str, value: Duration) -> Result<()> {
+    if value.is_zero() || value > MAX_LEASE {
+        return Err(Error::InvalidOption {
+            option,
+            reason: format!("{value:?} must be above zero and at most {MAX_LEASE:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// Settings of one [`Mutex`](crate::Mutex).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use relock::{Lease, MutexOptions};
+///
+/// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+/// let options = MutexOptions::default()
+///     .lease(Lease::Fixed(Duration::from_secs(5)))
+///     .wait_timeout(Duration::from_secs(2));
+/// let mutex = client.mutex_with_options("report", options)?;
+/// # let _ = mutex;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct MutexOptions {
+    pub(crate) lease: Option<Lease>,
+    pub(crate) wait_timeout: Option<Duration>,
+}
+
+impl MutexOptions {
+    /// The lease of each grant. Default: the client's
+    /// [`default_lease`](ClientOptions::default_lease).
+    pub fn lease(mut self, lease: Lease) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long [`Mutex::lock`](crate::Mutex::lock) waits before it gives up with
+    /// [`Error::Timeout`]. Default: no limit.
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = Some(timeout);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leases_round_up_to_milliseconds_and_are_bounded() {
+        assert_eq!(lease_millis(Duration::from_micros(10_500)).ok(), Some(11));
+        assert!(lease_millis(Duration::ZERO).is_err());
+        assert!(lease_millis(Duration::from_millis(9)).is_err());
+        assert!(lease_millis(MAX_LEASE).is_ok());
+        assert!(lease_millis(MAX_LEASE + Duration::from_millis(1)).is_err());
+        assert!(lease_millis(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn drift_is_one_percent_plus_two_milliseconds() {
+        assert_eq!(drift(Duration::from_secs(1)), Duration::from_millis(12));
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(ClientOptions::default().validate().is_ok());
+        assert!(ClientOptions::default().prefix("{x}").validate().is_err());
+        assert!(ClientOptions::default()
+            .holder_label("a:b")
+            .validate()
+            .is_err());
+        assert!(ClientOptions::default()
+            .wake_fallback(Duration::ZERO)
+            .validate()
+            .is_err());
+        assert!(ClientOptions::default()
+            .default_lease(Lease::Fixed(Duration::ZERO))
+            .validate()
+            .is_err());
+    }
+}

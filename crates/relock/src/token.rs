@@ -1,0 +1,129 @@
+//! Random owner tokens and fencing tokens.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// URL-safe base64: 22 characters carry 128 bits and never contain `:`, the separator of the
+/// values relock stores.
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// 128 random bits from the operating system's CSPRNG, as 22 base64 characters.
+pub(crate) fn random_id() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Entropy {
+        detail: e.to_string(),
+    })?;
+    let mut bits = u128::from_le_bytes(bytes);
+    let mut out = String::with_capacity(22);
+    for _ in 0..22 {
+        out.push(char::from(ALPHABET[(bits & 63) as usize]));
+        bits >>= 6;
+    }
+    Ok(out)
+}
+
+/// A uniformly random fraction in `[0, 1)`, for jitter. Jitter needs no secrecy, so a failing
+/// generator degrades to no jitter instead of an error.
+pub(crate) fn jitter_fraction() -> f64 {
+    let mut bytes = [0u8; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64,
+        Err(_) => 0.5,
+    }
+}
+
+/// The token that identifies one grant of a lock: what the stored value starts with.
+///
+/// It ends with `:` so that comparing prefixes can never match a longer token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OwnerToken(String);
+
+impl OwnerToken {
+    pub(crate) fn new() -> Result<Self> {
+        let mut id = random_id()?;
+        id.push(':');
+        Ok(OwnerToken(id))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A fencing token: every grant of a lock name gets a larger one than all grants before it.
+///
+/// Pass it to the resource the lock protects, and let the resource refuse writes that carry a
+/// smaller token than one it has already accepted. That keeps the resource safe even when a
+/// holder was paused past its lease and wakes up believing it still holds the lock.
+///
+/// The value is the Redis server's clock in microseconds at the grant, raised above the last
+/// token granted for the same name when needed. Only comparisons between tokens of the same lock
+/// name mean anything. See the crate documentation for what the ordering assumes.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+/// let guard = client.mutex("ledger")?.lock().await?;
+/// let fence: u64 = guard.fence().get();
+/// // write(resource, fence, data): the resource refuses fences lower than the last one it saw
+/// # let _ = fence;
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fence(u64);
+
+impl Fence {
+    pub(crate) fn new(value: u64) -> Self {
+        Fence(value)
+    }
+
+    /// The token as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl From<Fence> for u64 {
+    fn from(fence: Fence) -> u64 {
+        fence.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_22_chars_without_separator_and_distinct() {
+        let a = random_id().expect("random");
+        let b = random_id().expect("random");
+        assert_eq!(a.len(), 22);
+        assert!(!a.contains(':'));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn owner_tokens_end_with_the_separator() {
+        let t = OwnerToken::new().expect("random");
+        assert_eq!(t.as_str().len(), 23);
+        assert!(t.as_str().ends_with(':'));
+    }
+
+    #[test]
+    fn jitter_stays_in_the_unit_interval() {
+        for _ in 0..1000 {
+            let j = jitter_fraction();
+            assert!((0.0..1.0).contains(&j));
+        }
+    }
+}

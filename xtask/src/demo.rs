@@ -1,0 +1,106 @@
+//! The lottery: five worker processes race to draw the winners at "noon"; exactly one may.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use relock_testkit::RedisServer;
+
+const WORKERS: usize = 5;
+
+pub(crate) fn run() -> Result<(), String> {
+    crate::cargo(
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "relock",
+            "--example",
+            "lottery",
+        ],
+        &[],
+    )?;
+    // A private server unless the user points us at one; it stops when `server` drops.
+    let (url, _server) = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => {
+            println!("demo: using REDIS_URL={url}");
+            (url, None)
+        }
+        _ => {
+            let server = RedisServer::start();
+            println!(
+                "demo: started a private redis-server on 127.0.0.1:{}",
+                server.port()
+            );
+            (server.url(), Some(server))
+        }
+    };
+    let epoch_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_millis();
+    // "Noon" is 1.5 s from now: time enough for every worker to start and connect.
+    let noon = epoch_ms + 1500;
+    let draw = format!("draw-{epoch_ms}");
+    println!("demo: {WORKERS} workers race for lottery {draw:?} at noon (t+1.5s)\n");
+
+    let binary = std::env::current_dir()
+        .map_err(|e| e.to_string())?
+        .join("target/release/examples/lottery");
+    let mut children = Vec::new();
+    for worker in 1..=WORKERS {
+        let child = Command::new(&binary)
+            .args([
+                worker.to_string(),
+                url.clone(),
+                noon.to_string(),
+                draw.clone(),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        children.push(child);
+    }
+    let mut drew = 0;
+    let mut failed = 0;
+    for child in children {
+        let (lines, ok) = collect(child)?;
+        for line in &lines {
+            println!("{line}");
+        }
+        drew += lines
+            .iter()
+            .filter(|l| l.contains("DREW THE WINNERS"))
+            .count();
+        failed += usize::from(!ok);
+    }
+    println!();
+    if drew == 1 && failed == 0 {
+        println!("verdict: PASS - exactly one of {WORKERS} workers drew the winners");
+        Ok(())
+    } else {
+        println!("verdict: FAIL - {drew} of {WORKERS} workers drew the winners, {failed} failed");
+        Err("the lottery demo failed".to_owned())
+    }
+}
+
+fn collect(mut child: Child) -> Result<(Vec<String>, bool), String> {
+    let stdout = child.stdout.take().ok_or("worker has no stdout")?;
+    let lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) => return Ok((lines, status.success())),
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok((lines, false));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
