@@ -25,3 +25,211 @@ pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acqu
 pub(crate) static MUTEX_RELEASE: LazyLock<Script> = script!("mutex_release.lua");
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
 pub(crate) static RENEW_BATCH: LazyLock<Script> = script!("renew_batch.lua");
+
+/// Every script, run directly against a real server.
+#[cfg(test)]
+mod tests {
+    use redis::aio::MultiplexedConnection;
+    use relock_testkit::RedisServer;
+
+    use super::*;
+
+    const LOCK: &str = "t:{n}:mutex";
+    const FENCE: &str = "t:{n}:fence";
+
+    async fn conn(server: &RedisServer) -> MultiplexedConnection {
+        redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect")
+    }
+
+    async fn acquire(c: &mut MultiplexedConnection, token: &str, lease: u64) -> Vec<i64> {
+        MUTEX_ACQUIRE
+            .key(LOCK)
+            .key(FENCE)
+            .arg(token)
+            .arg(lease)
+            .arg(60_000)
+            .arg("host-1")
+            .invoke_async(c)
+            .await
+            .expect("acquire")
+    }
+
+    async fn pttl(c: &mut MultiplexedConnection, key: &str) -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query_async(c)
+            .await
+            .expect("pttl")
+    }
+
+    #[tokio::test]
+    async fn acquire_grants_once_and_a_retry_with_the_same_token_is_idempotent() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let granted = acquire(&mut c, "tokA:", 10_000).await;
+        assert_eq!(granted[0], 1);
+        let value: String = redis::cmd("GET")
+            .arg(LOCK)
+            .query_async(&mut c)
+            .await
+            .expect("get");
+        assert_eq!(value, format!("tokA:{}:host-1", granted[1]));
+        let fence_ttl = pttl(&mut c, FENCE).await;
+        assert!(fence_ttl > 60_000 && fence_ttl <= 70_000, "{fence_ttl}");
+
+        let retried = acquire(&mut c, "tokA:", 20_000).await;
+        assert_eq!(retried, granted, "same token: same grant, same fence");
+        assert!(
+            pttl(&mut c, LOCK).await > 10_000,
+            "the retry refreshed the lease"
+        );
+
+        let refused = acquire(&mut c, "tokB:", 10_000).await;
+        assert_eq!(refused[0], 0);
+        assert!(refused[1] > 10_000 && refused[1] <= 20_000, "{refused:?}");
+        // Tokens end with the separator, so a shorter token never matches a longer one.
+        assert_eq!(acquire(&mut c, "tok:", 10_000).await[0], 0);
+    }
+
+    #[tokio::test]
+    async fn fences_rise_above_a_remembered_value_and_survive_its_loss() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let first = acquire(&mut c, "a:", 10_000).await[1];
+        redis::cmd("DEL")
+            .arg(LOCK)
+            .arg(FENCE)
+            .exec_async(&mut c)
+            .await
+            .expect("del");
+        let second = acquire(&mut c, "b:", 10_000).await[1];
+        assert!(
+            second > first,
+            "clock-based fences rise without the stored one"
+        );
+        // A remembered fence ahead of the clock (a clock that stepped back) is respected.
+        let ahead = second + 10_000_000;
+        redis::cmd("SET")
+            .arg(FENCE)
+            .arg(ahead)
+            .exec_async(&mut c)
+            .await
+            .expect("set");
+        redis::cmd("DEL")
+            .arg(LOCK)
+            .exec_async(&mut c)
+            .await
+            .expect("del");
+        assert_eq!(acquire(&mut c, "c:", 10_000).await[1], ahead + 1);
+    }
+
+    #[tokio::test]
+    async fn release_and_extend_check_the_owner() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let release = |c: &mut MultiplexedConnection, token: &'static str| {
+            let mut c = c.clone();
+            async move {
+                MUTEX_RELEASE
+                    .key(LOCK)
+                    .arg(token)
+                    .arg("t:{n}:wake")
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("release")
+            }
+        };
+        let extend = |c: &mut MultiplexedConnection, token: &'static str| {
+            let mut c = c.clone();
+            async move {
+                MUTEX_EXTEND
+                    .key(LOCK)
+                    .arg(token)
+                    .arg(50_000)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("extend")
+            }
+        };
+        assert_eq!(release(&mut c, "a:").await, 0, "nothing to release");
+        assert_eq!(extend(&mut c, "a:").await, 0, "nothing to extend");
+        acquire(&mut c, "a:", 10_000).await;
+        assert_eq!(release(&mut c, "b:").await, -1, "foreign release refused");
+        assert_eq!(extend(&mut c, "b:").await, -1, "foreign extend refused");
+        assert!(pttl(&mut c, LOCK).await <= 10_000);
+        assert_eq!(extend(&mut c, "a:").await, 1);
+        assert!(pttl(&mut c, LOCK).await > 10_000);
+
+        let mut pubsub = redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_async_pubsub()
+            .await
+            .expect("pubsub");
+        pubsub.subscribe("t:{n}:wake").await.expect("subscribe");
+        assert_eq!(release(&mut c, "a:").await, 1);
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(LOCK)
+            .query_async(&mut c)
+            .await
+            .expect("exists");
+        assert_eq!(exists, 0);
+        let message = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(std::pin::Pin::new(&mut pubsub.on_message()), cx)
+            }),
+        )
+        .await
+        .expect("release is announced");
+        assert_eq!(
+            message.map(|m| m.get_channel_name().to_owned()).as_deref(),
+            Some("t:{n}:wake")
+        );
+    }
+
+    #[tokio::test]
+    async fn batch_renewal_renews_only_what_the_owner_holds() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        for (key, value) in [("t:{1}:mutex", "a:1"), ("t:{2}:mutex", "x:2")] {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(1000)
+                .exec_async(&mut c)
+                .await
+                .expect("set");
+        }
+        redis::cmd("HSET")
+            .arg("t:{3}:mutex")
+            .arg("f")
+            .arg("v")
+            .exec_async(&mut c)
+            .await
+            .expect("hset");
+        let renewed: Vec<i64> = RENEW_BATCH
+            .key("t:{1}:mutex")
+            .arg("a:")
+            .arg(30_000)
+            .key("t:{2}:mutex")
+            .arg("a:")
+            .arg(30_000)
+            .key("t:{3}:mutex")
+            .arg("a:")
+            .arg(30_000)
+            .key("t:{4}:mutex")
+            .arg("a:")
+            .arg(30_000)
+            .invoke_async(&mut c)
+            .await
+            .expect("a wrong-typed key does not fail the batch");
+        assert_eq!(renewed, vec![1, 0, 0, 0]);
+        assert!(pttl(&mut c, "t:{1}:mutex").await > 1000);
+        assert!(pttl(&mut c, "t:{2}:mutex").await <= 1000);
+    }
+}
