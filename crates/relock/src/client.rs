@@ -56,6 +56,10 @@ impl Client {
     /// Accepts what the `redis` crate accepts: a URL such as `redis://127.0.0.1:6379/`,
     /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`.
     ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
@@ -74,8 +78,11 @@ impl Client {
 
     /// Connects with the given options.
     ///
-    /// Must be called inside a tokio runtime: the client starts its renewal and notification
-    /// tasks on it.
+    /// The client starts its renewal and notification tasks on the current tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime (as `tokio::spawn` does).
     ///
     /// # Errors
     ///
