@@ -516,3 +516,57 @@ async fn idle_locks_leave_no_keys_behind() {
     tokio::time::sleep(ms(450)).await;
     assert_eq!(server.cli(&["KEYS", "*"]), "", "every key expired");
 }
+
+#[tokio::test]
+async fn renewal_and_release_survive_killed_connections() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let guard = c
+        .mutex_with_options("reconnect", renewed(ms(600)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    for _ in 0..3 {
+        assert!(server.client_kill(&["TYPE", "normal"]) >= 1);
+        tokio::time::sleep(ms(250)).await;
+    }
+    assert!(guard.is_held(), "renewal reconnected in time");
+    guard.unlock().await.expect("release after reconnecting");
+}
+
+#[tokio::test]
+async fn a_waiter_is_woken_after_its_subscription_connection_is_killed() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let holder = client(&server).await;
+    let waiter = client_with(&server, options).await;
+    let held = holder
+        .mutex("resubscribe")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiting = tokio::spawn(async move {
+        waiter
+            .mutex("resubscribe")
+            .expect("name")
+            .lock()
+            .await
+            .map(|guard| (Instant::now(), guard))
+    });
+    tokio::time::sleep(ms(200)).await;
+    assert_eq!(server.client_kill(&["TYPE", "pubsub"]), 1);
+    // Give the subscription time to come back, then release.
+    tokio::time::sleep(ms(500)).await;
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let (acquired, guard) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken well before the 10 s fallback")
+        .expect("task")
+        .expect("lock");
+    println!("woken {:?} after release", acquired - released);
+    assert!(acquired - released < Duration::from_secs(1));
+    guard.unlock().await.expect("unlock");
+}
