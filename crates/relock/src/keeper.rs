@@ -19,12 +19,19 @@ use crate::scripts::RENEW_BATCH;
 /// A best-effort release to run in the background.
 pub(crate) type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// A lease to keep renewed, with the key and owner token that identify it in Redis.
-#[derive(Debug)]
-pub(crate) struct Watched {
-    pub(crate) lease: Arc<LeaseState>,
+/// What the batch renewal checks and extends for one grant: the key, and the owner token its
+/// value must start with.
+#[derive(Clone, Debug)]
+pub(crate) struct Renewal {
     pub(crate) key: Vec<u8>,
     pub(crate) token: String,
+}
+
+/// A lease to keep renewed.
+#[derive(Debug)]
+struct Watched {
+    lease: Arc<LeaseState>,
+    renewal: Renewal,
 }
 
 enum Command {
@@ -48,8 +55,10 @@ impl Keeper {
     }
 
     /// Renews this lease every third of its length until it is forgotten or lost.
-    pub(crate) fn watch(&self, watched: Watched) {
-        let _ = self.commands.send(Command::Watch(watched));
+    pub(crate) fn watch(&self, lease: Arc<LeaseState>, renewal: Renewal) {
+        let _ = self
+            .commands
+            .send(Command::Watch(Watched { lease, renewal }));
     }
 
     /// Stops renewing a lease.
@@ -162,8 +171,8 @@ impl Renewals {
         for id in &ids {
             if let Some(entry) = self.entries.get(id) {
                 invocation
-                    .key(entry.watched.key.as_slice())
-                    .arg(entry.watched.token.as_str())
+                    .key(entry.watched.renewal.key.as_slice())
+                    .arg(entry.watched.renewal.token.as_str())
                     .arg(entry.watched.lease.lease_ms());
             }
         }

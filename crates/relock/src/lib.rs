@@ -2,6 +2,7 @@
 
 mod client;
 mod error;
+mod grant;
 mod keeper;
 mod keys;
 mod lease;

@@ -4,24 +4,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use tokio::time::Instant;
+use redis::ScriptInvocation;
 
 use crate::client::Shared;
-use crate::error::{Error, Result};
-use crate::keeper::Watched;
+use crate::error::Result;
+use crate::grant::{self, Held, Resource};
+use crate::keeper::Renewal;
 use crate::keys::LockKeys;
-use crate::lease::{LeaseState, Lost};
-use crate::options::{lease_millis, Lease, MutexOptions};
+use crate::lease::Lost;
+use crate::options::{Lease, MutexOptions};
 use crate::scripts::{MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
-use crate::token::{jitter_fraction, Fence, OwnerToken};
-
-/// How often one acquire or release is sent again after Redis did not answer. Safe because the
-/// owner token makes both idempotent.
-const SEND_ATTEMPTS: u32 = 3;
-
-/// The pause before resending, doubled each time.
-const RESEND_PAUSE: Duration = Duration::from_millis(20);
+use crate::token::{Fence, OwnerToken};
 
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis.
@@ -57,48 +50,47 @@ const RESEND_PAUSE: Duration = Duration::from_millis(20);
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
-    shared: Arc<Shared>,
-    names: Arc<Names>,
-    lease: Lease,
-    lease_ms: u64,
-    wait_timeout: Option<Duration>,
+    inner: Arc<Inner>,
 }
 
-/// The name and everything derived from it, computed once per handle.
-struct Names {
-    display: String,
+/// The lock's name, keys and settings, computed once per handle.
+struct Inner {
+    shared: Arc<Shared>,
+    name: String,
     lock_key: Vec<u8>,
     fence_key: Vec<u8>,
     wake_channel: Vec<u8>,
+    lease: Lease,
+    lease_ms: u64,
+    wait_timeout: Option<Duration>,
 }
 
 impl Mutex {
     pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
-        let names = Names {
-            display: keys.display_name(),
-            lock_key: keys.key("mutex"),
-            fence_key: keys.fence_key(),
-            wake_channel: keys.wake_channel(),
-        };
         Ok(Mutex {
-            shared,
-            names: Arc::new(names),
-            lease,
-            lease_ms,
-            wait_timeout: options.wait_timeout,
+            inner: Arc::new(Inner {
+                shared,
+                name: keys.display_name(),
+                lock_key: keys.key("mutex"),
+                fence_key: keys.fence_key(),
+                wake_channel: keys.wake_channel(),
+                lease,
+                lease_ms,
+                wait_timeout: options.wait_timeout,
+            }),
         })
     }
 
     /// The lock's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
-        &self.names.display
+        &self.inner.name
     }
 
     /// The lease each grant of this mutex gets.
     pub fn lease(&self) -> Lease {
-        self.lease
+        self.inner.lease
     }
 
     /// Waits until the lock is acquired, or until the mutex's
@@ -142,7 +134,8 @@ impl Mutex {
     /// # }
     /// ```
     pub async fn lock(&self) -> Result<MutexGuard> {
-        self.acquire(self.wait_timeout).await
+        let held = grant::acquire(&self.inner, self.inner.wait_timeout).await?;
+        Ok(MutexGuard { held })
     }
 
     /// Waits at most `timeout` for the lock. See [`Mutex::lock`].
@@ -169,7 +162,8 @@ impl Mutex {
     /// # }
     /// ```
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard> {
-        self.acquire(Some(timeout)).await
+        let held = grant::acquire(&self.inner, Some(timeout)).await?;
+        Ok(MutexGuard { held })
     }
 
     /// Tries once to take the lock, without waiting.
@@ -201,195 +195,79 @@ impl Mutex {
     /// # }
     /// ```
     pub async fn try_lock(&self) -> Result<MutexGuard> {
-        let mut attempt = Attempt::new(self)?;
-        match attempt.send().await? {
-            Reply::Granted { fence, sent_at } => Ok(attempt.into_guard(fence, sent_at)),
-            Reply::Held { remaining } => Err(Error::Held {
-                name: self.names.display.clone(),
-                remaining,
-            }),
-        }
-    }
-
-    async fn acquire(&self, timeout: Option<Duration>) -> Result<MutexGuard> {
-        let started = Instant::now();
-        let deadline = timeout.and_then(|t| started.checked_add(t));
-        let mut attempt = Attempt::new(self)?;
-        if let Reply::Granted { fence, sent_at } = attempt.send().await? {
-            return Ok(attempt.into_guard(fence, sent_at));
-        }
-        // Subscribe before the next attempt: a release between that attempt and the wait below
-        // is then announced to this waiter instead of lost.
-        let waiter = self
-            .shared
-            .notifier
-            .wait_on(self.names.wake_channel.clone())
-            .await;
-        loop {
-            let remaining = match attempt.send().await? {
-                Reply::Granted { fence, sent_at } => return Ok(attempt.into_guard(fence, sent_at)),
-                Reply::Held { remaining } => remaining,
-            };
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    name: self.names.display.clone(),
-                    waited: now - started,
-                });
-            }
-            let wake_at = now + self.nap(remaining);
-            let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-            tokio::select! {
-                () = waiter.woken() => {}
-                () = tokio::time::sleep_until(wake_at) => {}
-            }
-        }
-    }
-
-    /// How long a waiter sleeps when no notification comes: the jittered fallback, cut to the
-    /// holder's remaining lease so that an expiry is noticed as soon as it happens.
-    fn nap(&self, remaining: Option<Duration>) -> Duration {
-        let fallback = self.shared.options.wake_fallback;
-        let jittered = fallback.mul_f64(0.5 + 0.5 * jitter_fraction());
-        let nap = remaining.map_or(jittered, |r| r.min(jittered));
-        nap.max(Duration::from_millis(1))
+        let held = grant::try_acquire(&self.inner).await?;
+        Ok(MutexGuard { held })
     }
 }
 
 impl fmt::Debug for Mutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Mutex")
-            .field("name", &self.names.display)
-            .field("lease", &self.lease)
-            .field("wait_timeout", &self.wait_timeout)
+            .field("name", &self.inner.name)
+            .field("lease", &self.inner.lease)
+            .field("wait_timeout", &self.inner.wait_timeout)
             .finish()
     }
 }
 
-/// What one acquire request found.
-enum Reply {
-    Granted { fence: Fence, sent_at: Instant },
-    Held { remaining: Option<Duration> },
-}
-
-/// One owner token's attempts to acquire. While `armed`, a request may have been granted
-/// without the reply reaching us; dropping the attempt then releases that token in the
-/// background, which is what makes a cancelled `lock()` leave the lock free.
-struct Attempt<'a> {
-    mutex: &'a Mutex,
-    token: OwnerToken,
-    armed: bool,
-}
-
-impl<'a> Attempt<'a> {
-    fn new(mutex: &'a Mutex) -> Result<Self> {
-        Ok(Attempt {
-            mutex,
-            token: OwnerToken::new()?,
-            armed: false,
-        })
+impl Resource for Inner {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    /// Sends the acquire script, resending with the same token when Redis does not answer.
-    async fn send(&mut self) -> Result<Reply> {
-        let m = self.mutex;
-        let mut pause = RESEND_PAUSE;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            self.armed = true;
-            let sent_at = Instant::now();
-            let reply = MUTEX_ACQUIRE
-                .key(m.names.lock_key.as_slice())
-                .key(m.names.fence_key.as_slice())
-                .arg(self.token.as_str())
-                .arg(m.lease_ms)
-                .arg(duration_ms(m.shared.options.fence_memory))
-                .arg(m.shared.options.holder_label.as_str())
-                .invoke_async::<Vec<i64>>(&mut m.shared.conn.clone())
-                .await
-                .map_err(|e| Error::from_redis(e, &m.names.display));
-            match reply {
-                Ok(reply) => return self.interpret(&reply, sent_at),
-                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
-    fn interpret(&mut self, reply: &[i64], sent_at: Instant) -> Result<Reply> {
-        match *reply {
-            [1, fence] if fence > 0 => Ok(Reply::Granted {
-                fence: Fence::new(fence.unsigned_abs()),
-                sent_at,
-            }),
-            [0, pttl] => {
-                // Another owner holds it, so nothing under our token exists.
-                self.armed = false;
-                Ok(Reply::Held {
-                    remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
-                })
-            }
-            _ => Err(Error::UnexpectedReply {
-                detail: format!("acquire replied {reply:?}"),
-            }),
-        }
+    fn lease(&self) -> Lease {
+        self.lease
     }
 
-    fn into_guard(mut self, fence: Fence, sent_at: Instant) -> MutexGuard {
-        self.armed = false;
-        let m = self.mutex;
-        let lease = Arc::new(LeaseState::new(m.lease.duration(), m.lease_ms, sent_at));
-        if m.lease.is_renewed() {
-            m.shared.keeper.watch(Watched {
-                lease: Arc::clone(&lease),
-                key: m.names.lock_key.clone(),
-                token: self.token.as_str().to_owned(),
-            });
-        }
-        MutexGuard {
-            mutex: m.clone(),
-            token: self.token.clone(),
-            fence,
-            lease,
-            released: false,
+    fn lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+
+    fn wake_channel(&self) -> &[u8] {
+        &self.wake_channel
+    }
+
+    fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+        let options = &self.shared.options;
+        let mut invocation = MUTEX_ACQUIRE.prepare_invoke();
+        invocation
+            .key(self.lock_key.as_slice())
+            .key(self.fence_key.as_slice())
+            .arg(token.as_str())
+            .arg(self.lease_ms)
+            .arg(u64::try_from(options.fence_memory.as_millis()).unwrap_or(u64::MAX))
+            .arg(options.holder_label.as_str());
+        invocation
+    }
+
+    fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+        let mut invocation = MUTEX_RELEASE.prepare_invoke();
+        invocation
+            .key(self.lock_key.as_slice())
+            .arg(token.as_str())
+            .arg(self.wake_channel.as_slice());
+        invocation
+    }
+
+    fn extend_script(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+        let mut invocation = MUTEX_EXTEND.prepare_invoke();
+        invocation
+            .key(self.lock_key.as_slice())
+            .arg(token.as_str())
+            .arg(lease_ms);
+        invocation
+    }
+
+    fn renewal(&self, token: &OwnerToken) -> Renewal {
+        Renewal {
+            key: self.lock_key.clone(),
+            token: token.as_str().to_owned(),
         }
     }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            release_in_background(self.mutex, &self.token);
-        }
-    }
-}
-
-fn release_in_background(mutex: &Mutex, token: &OwnerToken) {
-    let conn = mutex.shared.conn.clone();
-    let names = Arc::clone(&mutex.names);
-    let token = token.clone();
-    mutex.shared.keeper.release(Box::pin(async move {
-        let _ = release(conn, &names, &token).await;
-    }));
-}
-
-/// Runs the release script once: 1 released, 0 the key is gone, -1 another owner holds it.
-async fn release(mut conn: ConnectionManager, names: &Names, token: &OwnerToken) -> Result<i64> {
-    MUTEX_RELEASE
-        .key(names.lock_key.as_slice())
-        .arg(token.as_str())
-        .arg(names.wake_channel.as_slice())
-        .invoke_async::<i64>(&mut conn)
-        .await
-        .map_err(|e| Error::from_redis(e, &names.display))
-}
-
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Proof of holding a [`Mutex`], with its lease and fencing token.
@@ -417,34 +295,30 @@ fn duration_ms(d: Duration) -> u64 {
 /// ```
 #[must_use = "dropping the guard releases the lock right away"]
 pub struct MutexGuard {
-    mutex: Mutex,
-    token: OwnerToken,
-    fence: Fence,
-    lease: Arc<LeaseState>,
-    released: bool,
+    held: Held<Inner>,
 }
 
 impl MutexGuard {
     /// The fencing token of this grant: larger than that of every earlier grant of the name.
     pub fn fence(&self) -> Fence {
-        self.fence
+        self.held.fence()
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.mutex.name()
+        &self.held.resource().name
     }
 
     /// The instant until which the lock is certainly held: the time the last successful
     /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
     pub fn valid_until(&self) -> std::time::Instant {
-        self.lease.deadline().into_std()
+        self.held.valid_until()
     }
 
     /// Whether the lock is still held as far as this process knows, without asking Redis:
     /// the lost signal has not fired and the validity deadline has not passed.
     pub fn is_held(&self) -> bool {
-        self.lease.is_held()
+        self.held.is_held()
     }
 
     /// Completes when the lock is lost: when renewal finds it deleted or taken, or when the
@@ -459,7 +333,7 @@ impl MutexGuard {
     ///
     /// See [`MutexGuard`].
     pub async fn lost(&self) -> Lost {
-        self.lease.lost().await
+        self.held.lost().await
     }
 
     /// Sets the lease to `lease` from now, if the lock is still held. For a renewed lease the
@@ -493,23 +367,7 @@ impl MutexGuard {
     /// # }
     /// ```
     pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let lease_ms = lease_millis(lease)?;
-        let m = &self.mutex;
-        let sent_at = Instant::now();
-        let reply = MUTEX_EXTEND
-            .key(m.names.lock_key.as_slice())
-            .arg(self.token.as_str())
-            .arg(lease_ms)
-            .invoke_async::<i64>(&mut m.shared.conn.clone())
-            .await
-            .map_err(|e| Error::from_redis(e, &m.names.display))?;
-        if reply == 1 && self.lease.renewed(sent_at, lease) {
-            return Ok(());
-        }
-        if reply != 1 {
-            self.lease.mark_lost(Lost::Revoked);
-        }
-        Err(self.not_held())
+        self.held.extend(lease).await
     }
 
     /// Releases the lock and reports whether it was still held until then.
@@ -533,66 +391,16 @@ impl MutexGuard {
     /// # Examples
     ///
     /// See [`Mutex`].
-    pub async fn unlock(mut self) -> Result<()> {
-        self.stop_renewing();
-        let deadline = self.lease.deadline();
-        let mut resent = false;
-        let mut pause = RESEND_PAUSE;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let conn = self.mutex.shared.conn.clone();
-            match release(conn, &self.mutex.names, &self.token).await {
-                Ok(1) => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Ok(0) if resent && Instant::now() < deadline => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Ok(_) => {
-                    self.released = true;
-                    self.lease.mark_lost(Lost::Revoked);
-                    return Err(self.not_held());
-                }
-                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
-                    resent = true;
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    fn stop_renewing(&self) {
-        if self.mutex.lease.is_renewed() {
-            self.mutex.shared.keeper.forget(self.lease.id());
-        }
-    }
-
-    fn not_held(&self) -> Error {
-        Error::NotHeld {
-            name: self.mutex.names.display.clone(),
-        }
-    }
-}
-
-impl Drop for MutexGuard {
-    fn drop(&mut self) {
-        if !self.released {
-            self.stop_renewing();
-            release_in_background(&self.mutex, &self.token);
-        }
+    pub async fn unlock(self) -> Result<()> {
+        self.held.unlock().await
     }
 }
 
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("name", &self.mutex.names.display)
-            .field("fence", &self.fence)
+            .field("name", &self.name())
+            .field("fence", &self.fence())
             .field("held", &self.is_held())
             .finish()
     }

@@ -1,0 +1,319 @@
+//! What every primitive shares: attempts to acquire (with the release of a grant whose caller
+//! gave up), the waiting loop, and the held grant with its lease, fence, lost signal,
+//! extension, release, and release on drop.
+//!
+//! A primitive only says how to build its scripts' invocations ([`Resource`]); every script
+//! follows the same reply conventions, so this module interprets them all:
+//! acquire replies `{1, fence}` when granted and `{0, pttl}` when held by others;
+//! release and extend reply `1` done, `0` nothing held, `-1` held by another owner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::ScriptInvocation;
+use tokio::time::Instant;
+
+use crate::client::Shared;
+use crate::error::{Error, Result};
+use crate::keeper::Renewal;
+use crate::lease::{LeaseState, Lost};
+use crate::options::{lease_millis, Lease};
+use crate::token::{jitter_fraction, Fence, OwnerToken};
+
+/// How often one request is sent in all when Redis does not answer. Resending is safe because
+/// the owner token makes acquire and release idempotent.
+const SEND_ATTEMPTS: u32 = 3;
+
+/// The pause before resending, doubled each time.
+const RESEND_PAUSE: Duration = Duration::from_millis(20);
+
+/// A lock that can be granted: its name, lease, wake channel and scripts.
+pub(crate) trait Resource: Send + Sync + 'static {
+    /// The name shown in errors.
+    fn name(&self) -> &str;
+    fn shared(&self) -> &Arc<Shared>;
+    fn lease(&self) -> Lease;
+    /// The lease in whole milliseconds, checked when the resource was made.
+    fn lease_ms(&self) -> u64;
+    /// Where releases of this lock are announced.
+    fn wake_channel(&self) -> &[u8];
+    fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
+    fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
+    fn extend_script(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
+    /// What the batch renewal checks and extends for a grant to `token`.
+    fn renewal(&self, token: &OwnerToken) -> Renewal;
+}
+
+/// What one acquire request found.
+enum Reply {
+    Granted { fence: Fence, sent_at: Instant },
+    Held { remaining: Option<Duration> },
+}
+
+/// Tries once to acquire.
+pub(crate) async fn try_acquire<R: Resource>(resource: &Arc<R>) -> Result<Held<R>> {
+    let mut attempt = Attempt::new(resource)?;
+    match attempt.send().await? {
+        Reply::Granted { fence, sent_at } => Ok(attempt.into_held(fence, sent_at)),
+        Reply::Held { remaining } => Err(Error::Held {
+            name: resource.name().to_owned(),
+            remaining,
+        }),
+    }
+}
+
+/// Waits until acquired, or until `timeout` if there is one.
+pub(crate) async fn acquire<R: Resource>(
+    resource: &Arc<R>,
+    timeout: Option<Duration>,
+) -> Result<Held<R>> {
+    let started = Instant::now();
+    let deadline = timeout.and_then(|t| started.checked_add(t));
+    let mut attempt = Attempt::new(resource)?;
+    if let Reply::Granted { fence, sent_at } = attempt.send().await? {
+        return Ok(attempt.into_held(fence, sent_at));
+    }
+    // Subscribe before the next attempt: a release between that attempt and the wait below is
+    // then announced to this waiter instead of lost.
+    let waiter = resource
+        .shared()
+        .notifier
+        .wait_on(resource.wake_channel().to_vec())
+        .await;
+    loop {
+        let remaining = match attempt.send().await? {
+            Reply::Granted { fence, sent_at } => return Ok(attempt.into_held(fence, sent_at)),
+            Reply::Held { remaining } => remaining,
+        };
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Err(Error::Timeout {
+                name: resource.name().to_owned(),
+                waited: now - started,
+            });
+        }
+        let wake_at = now + nap(resource.shared().options.wake_fallback, remaining);
+        let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
+        tokio::select! {
+            () = waiter.woken() => {}
+            () = tokio::time::sleep_until(wake_at) => {}
+        }
+    }
+}
+
+/// How long a waiter sleeps when no notification comes: the jittered fallback, cut to the
+/// holder's remaining lease so that an expiry is noticed as soon as it happens.
+fn nap(fallback: Duration, remaining: Option<Duration>) -> Duration {
+    let jittered = fallback.mul_f64(0.5 + 0.5 * jitter_fraction());
+    let nap = remaining.map_or(jittered, |r| r.min(jittered));
+    nap.max(Duration::from_millis(1))
+}
+
+/// One owner token's attempts to acquire. While `armed`, a request may have been granted
+/// without the reply reaching us; dropping the attempt then releases that token in the
+/// background, which is what makes a cancelled acquire leave the lock free.
+struct Attempt<'a, R: Resource> {
+    resource: &'a Arc<R>,
+    token: OwnerToken,
+    armed: bool,
+}
+
+impl<'a, R: Resource> Attempt<'a, R> {
+    fn new(resource: &'a Arc<R>) -> Result<Self> {
+        Ok(Attempt {
+            resource,
+            token: OwnerToken::new()?,
+            armed: false,
+        })
+    }
+
+    /// Sends the acquire script, resending with the same token when Redis does not answer.
+    async fn send(&mut self) -> Result<Reply> {
+        let invocation = self.resource.acquire_script(&self.token);
+        let mut conn = self.resource.shared().conn.clone();
+        let mut pause = RESEND_PAUSE;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            self.armed = true;
+            let sent_at = Instant::now();
+            let reply = invocation
+                .invoke_async::<Vec<i64>>(&mut conn)
+                .await
+                .map_err(|e| Error::from_redis(e, self.resource.name()));
+            match reply {
+                Ok(reply) => return self.interpret(&reply, sent_at),
+                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn interpret(&mut self, reply: &[i64], sent_at: Instant) -> Result<Reply> {
+        match *reply {
+            [1, fence] if fence > 0 => Ok(Reply::Granted {
+                fence: Fence::new(fence.unsigned_abs()),
+                sent_at,
+            }),
+            [0, pttl] => {
+                // Others hold it, so nothing is stored under our token.
+                self.armed = false;
+                Ok(Reply::Held {
+                    remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
+                })
+            }
+            _ => Err(Error::UnexpectedReply {
+                detail: format!("acquire replied {reply:?}"),
+            }),
+        }
+    }
+
+    fn into_held(mut self, fence: Fence, sent_at: Instant) -> Held<R> {
+        self.armed = false;
+        let r = self.resource;
+        let lease = Arc::new(LeaseState::new(r.lease().duration(), r.lease_ms(), sent_at));
+        if r.lease().is_renewed() {
+            r.shared()
+                .keeper
+                .watch(Arc::clone(&lease), r.renewal(&self.token));
+        }
+        Held {
+            resource: Arc::clone(r),
+            token: self.token.clone(),
+            fence,
+            lease,
+            released: false,
+        }
+    }
+}
+
+impl<R: Resource> Drop for Attempt<'_, R> {
+    fn drop(&mut self) {
+        if self.armed {
+            release_in_background(self.resource.as_ref(), &self.token);
+        }
+    }
+}
+
+fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+    let invocation = resource.release_script(token);
+    let mut conn = resource.shared().conn.clone();
+    resource.shared().keeper.release(Box::pin(async move {
+        let _ = invocation.invoke_async::<i64>(&mut conn).await;
+    }));
+}
+
+/// A grant held: what every public guard is made of.
+#[derive(Debug)]
+pub(crate) struct Held<R: Resource> {
+    resource: Arc<R>,
+    token: OwnerToken,
+    fence: Fence,
+    lease: Arc<LeaseState>,
+    released: bool,
+}
+
+impl<R: Resource> Held<R> {
+    pub(crate) fn resource(&self) -> &R {
+        &self.resource
+    }
+
+    pub(crate) fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    pub(crate) fn valid_until(&self) -> std::time::Instant {
+        self.lease.deadline().into_std()
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    pub(crate) async fn lost(&self) -> Lost {
+        self.lease.lost().await
+    }
+
+    pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
+        let lease_ms = lease_millis(lease)?;
+        let r = &self.resource;
+        let sent_at = Instant::now();
+        let reply = r
+            .extend_script(&self.token, lease_ms)
+            .invoke_async::<i64>(&mut r.shared().conn.clone())
+            .await
+            .map_err(|e| Error::from_redis(e, r.name()))?;
+        if reply == 1 && self.lease.renewed(sent_at, lease) {
+            return Ok(());
+        }
+        if reply != 1 {
+            self.lease.mark_lost(Lost::Revoked);
+        }
+        Err(self.not_held())
+    }
+
+    /// Releases, resending when Redis does not answer. If a resend finds nothing held while
+    /// the validity deadline has not passed, an earlier send released it: nobody else can have
+    /// taken a lock that was still validly ours.
+    pub(crate) async fn unlock(mut self) -> Result<()> {
+        self.stop_renewing();
+        let deadline = self.lease.deadline();
+        let invocation = self.resource.release_script(&self.token);
+        let mut conn = self.resource.shared().conn.clone();
+        let mut resent = false;
+        let mut pause = RESEND_PAUSE;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let reply = invocation
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map_err(|e| Error::from_redis(e, self.resource.name()));
+            match reply {
+                Ok(1) => {
+                    self.released = true;
+                    return Ok(());
+                }
+                Ok(0) if resent && Instant::now() < deadline => {
+                    self.released = true;
+                    return Ok(());
+                }
+                Ok(_) => {
+                    self.released = true;
+                    self.lease.mark_lost(Lost::Revoked);
+                    return Err(self.not_held());
+                }
+                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
+                    resent = true;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn stop_renewing(&self) {
+        if self.resource.lease().is_renewed() {
+            self.resource.shared().keeper.forget(self.lease.id());
+        }
+    }
+
+    fn not_held(&self) -> Error {
+        Error::NotHeld {
+            name: self.resource.name().to_owned(),
+        }
+    }
+}
+
+impl<R: Resource> Drop for Held<R> {
+    fn drop(&mut self) {
+        if !self.released {
+            self.stop_renewing();
+            release_in_background(self.resource.as_ref(), &self.token);
+        }
+    }
+}
