@@ -1,0 +1,659 @@
+//! The mutex across real OS processes, against a real `redis-server`.
+//!
+//! - `mutual_exclusion_across_processes`: 8 processes × 8 tasks × 200 non-atomic increments of
+//!   a Redis counter, each under the lock. No increment may be lost and no two critical
+//!   sections may overlap in time.
+//! - `broken_lock_is_caught`: the same workload with a naive check-then-set "lock", to show
+//!   that those two checks do see violations when the lock is not a lock.
+//! - `killed_holder_frees_after_lease_not_before`: a holder killed with SIGKILL keeps the lock
+//!   until its lease runs out, then a waiter gets it promptly.
+//!
+//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use relock::{Client, Error, Lease, MutexOptions};
+use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_command, worker_role};
+use relock_testkit::{check_no_overlap, RedisServer};
+
+/// Environment variables through which the orchestrator configures its workers.
+const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
+const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
+const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
+
+/// Worker roles.
+const RELOCK_INCREMENTS: &str = "relock-increments";
+const NAIVE_INCREMENTS: &str = "naive-increments";
+const HOLDER: &str = "holder";
+
+/// The counter every critical section increments with a separate GET and SET.
+const COUNTER_KEY: &str = "test:counter";
+/// The key of the broken lock of the control scenario.
+const NAIVE_LOCK_KEY: &str = "test:naive-lock";
+/// The lock name the increments contend for.
+const COUNTER_LOCK: &str = "counter";
+/// The lock name of the killed-holder scenario.
+const VICTIM_LOCK: &str = "victim";
+
+/// The victim's lease: renewed every third of it while its holder lives.
+const VICTIM_LEASE: Duration = Duration::from_millis(1500);
+
+/// Bounds on every wait, so that a hung worker fails the test instead of stalling it.
+const STARTUP_LIMIT: Duration = Duration::from_secs(30);
+/// Generous: the full workload takes about 25 s in a debug build on two cores.
+const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
+const REAP_LIMIT: Duration = Duration::from_secs(5);
+/// How long the holder sleeps on its lock before giving up by itself.
+const HOLDER_LIMIT: Duration = Duration::from_secs(60);
+
+/// Lines of the worker protocol on stdout (stdin carries only `GO`).
+const READY: &str = "READY";
+const GO: &str = "GO";
+const DONE: &str = "DONE";
+const ACQUIRED: &str = "ACQUIRED";
+const LOST: &str = "LOST";
+
+fn main() {
+    if let Some(role) = worker_role() {
+        match role.as_str() {
+            RELOCK_INCREMENTS => increments_worker(Guarding::Relock),
+            NAIVE_INCREMENTS => increments_worker(Guarding::Naive),
+            HOLDER => holder_worker(),
+            other => panic!("unknown worker role {other:?}"),
+        }
+        return;
+    }
+    run_scenarios(&[
+        (
+            "mutual_exclusion_across_processes",
+            mutual_exclusion_across_processes,
+        ),
+        ("broken_lock_is_caught", broken_lock_is_caught),
+        (
+            "killed_holder_frees_after_lease_not_before",
+            killed_holder_frees_after_lease_not_before,
+        ),
+    ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------------------------
+
+fn mutual_exclusion_across_processes() {
+    let server = RedisServer::start();
+    let workload = Workload {
+        processes: 8,
+        tasks: 8,
+        iterations: 200,
+    };
+    let mut run = run_increments(&server, RELOCK_INCREMENTS, &workload);
+    let expected = workload.total();
+
+    assert_eq!(
+        run.intervals.len(),
+        expected,
+        "every critical section reports its interval"
+    );
+    if let Err(overlap) = check_no_overlap(&mut run.intervals) {
+        panic!("two holders were inside the critical section at once: {overlap}");
+    }
+    assert_eq!(
+        run.counter, expected,
+        "increments were lost although each ran under the lock"
+    );
+
+    let cycles_per_sec = expected as f64 / run.elapsed.as_secs_f64();
+    println!(
+        "    {} processes × {} tasks × {} increments: {expected} lock+unlock cycles in {:.2?}, \
+         {cycles_per_sec:.0} cycles/s",
+        workload.processes, workload.tasks, workload.iterations, run.elapsed
+    );
+    // `check_no_overlap` sorted the intervals by entry, so neighbours are consecutive holders.
+    let mut gaps: Vec<u64> = run
+        .intervals
+        .windows(2)
+        .map(|pair| pair[1].0.saturating_sub(pair[0].1))
+        .collect();
+    gaps.sort_unstable();
+    println!(
+        "    handoff gap (one holder's exit to the next one's entry): p50 {} µs, p99 {} µs, \
+         max {} µs",
+        percentile(&gaps, 50) / 1_000,
+        percentile(&gaps, 99) / 1_000,
+        gaps.last().copied().unwrap_or(0) / 1_000
+    );
+}
+
+fn broken_lock_is_caught() {
+    let server = RedisServer::start();
+    let workload = Workload {
+        processes: 4,
+        tasks: 4,
+        iterations: 50,
+    };
+    let mut run = run_increments(&server, NAIVE_INCREMENTS, &workload);
+    let expected = workload.total();
+
+    assert_eq!(run.intervals.len(), expected);
+    let lost = expected.saturating_sub(run.counter);
+    let overlap = check_no_overlap(&mut run.intervals).err();
+    println!(
+        "    naive lock: counter {} of {expected} ({lost} increments lost), overlap: {}",
+        run.counter,
+        overlap.as_deref().unwrap_or("none found")
+    );
+    assert!(
+        lost > 0 || overlap.is_some(),
+        "a check-then-set lock must let holders overlap, yet the checks saw no violation: \
+         they could not catch a broken mutex either"
+    );
+}
+
+fn killed_holder_frees_after_lease_not_before() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut workers = Workers::spawn(HOLDER, 1, &[(URL_ENV, url.clone())]);
+    workers.expect_from_all(ACQUIRED, Instant::now() + STARTUP_LIMIT);
+
+    let runtime = runtime();
+    runtime.block_on(async {
+        let client = Client::connect(url.as_str())
+            .await
+            .expect("the orchestrator connects to redis");
+        let mutex = client
+            .mutex_with_options(VICTIM_LOCK, victim_options())
+            .expect("valid mutex");
+
+        // Longer than one whole lease, so only renewal can still hold the lock; and half a
+        // renewal period (a sixth of the lease) past it, so that the kill below falls midway
+        // between two renewals, away from both bounds checked after it.
+        tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
+        let live = expect_held(mutex.try_lock().await, "while its holder lives");
+        workers.refuse_line(LOST);
+        println!("    live holder: lease has {live:?} left after more than one lease");
+
+        workers.kill(0);
+        let killed = Instant::now();
+
+        let at_kill = expect_held(mutex.try_lock().await, "right after its holder was killed");
+        let guard = mutex
+            .lock_timeout(Duration::from_secs(5))
+            .await
+            .expect("the lock frees itself once the dead holder's lease ends");
+        let freed_after = killed.elapsed();
+        guard
+            .unlock()
+            .await
+            .expect("the new holder still held the lock");
+
+        println!(
+            "    SIGKILL to acquisition: {freed_after:?} (lease {VICTIM_LEASE:?}, \
+             {at_kill:?} left at the kill)"
+        );
+        // Renewal runs every third of the lease, so at the kill between two thirds and all of
+        // it was left.
+        let earliest = VICTIM_LEASE * 2 / 3 - Duration::from_millis(100);
+        let latest = VICTIM_LEASE + Duration::from_millis(1000);
+        assert!(
+            freed_after >= earliest,
+            "acquired {freed_after:?} after the kill: the dead holder's lease was cut short \
+             (expected at least {earliest:?})"
+        );
+        assert!(
+            freed_after <= latest,
+            "acquired {freed_after:?} after the kill: the waiter noticed the expiry late \
+             (expected at most {latest:?})"
+        );
+    });
+
+    let status = workers.reap(0, Instant::now() + REAP_LIMIT);
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the holder died of SIGKILL ({status})"
+    );
+}
+
+fn victim_options() -> MutexOptions {
+    MutexOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
+}
+
+/// The lease left when `result` is the expected [`Error::Held`]; panics on anything else.
+fn expect_held(result: relock::Result<relock::MutexGuard>, when: &str) -> Duration {
+    match result {
+        Err(Error::Held {
+            remaining: Some(left),
+            ..
+        }) => {
+            assert!(
+                left <= VICTIM_LEASE,
+                "{when}: lease left {left:?} exceeds the lease"
+            );
+            left
+        }
+        Err(Error::Held {
+            remaining: None, ..
+        }) => panic!("{when}: the lock is held without an expiry"),
+        Ok(guard) => panic!("{when}: try_lock acquired the lock ({guard:?}), expected Held"),
+        Err(other) => panic!("{when}: try_lock failed with {other}, expected Held"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Increments: orchestrator side
+// ---------------------------------------------------------------------------------------------
+
+struct Workload {
+    processes: usize,
+    tasks: usize,
+    iterations: usize,
+}
+
+impl Workload {
+    fn total(&self) -> usize {
+        self.processes * self.tasks * self.iterations
+    }
+}
+
+struct Run {
+    intervals: Vec<(u64, u64)>,
+    counter: usize,
+    /// From the start signal to the last worker's exit.
+    elapsed: Duration,
+}
+
+/// Starts the workers, lets them all begin at once, and collects their intervals, the final
+/// counter and the exit status of each.
+fn run_increments(server: &RedisServer, role: &str, workload: &Workload) -> Run {
+    let envs = [
+        (URL_ENV, server.url()),
+        (TASKS_ENV, workload.tasks.to_string()),
+        (ITERATIONS_ENV, workload.iterations.to_string()),
+    ];
+    let mut workers = Workers::spawn(role, workload.processes, &envs);
+    // Every worker connects before any starts, so that start-up time does not leave the first
+    // ones to run uncontended.
+    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
+    workers.broadcast(GO);
+    let started = Instant::now();
+
+    let deadline = started + WORKLOAD_LIMIT;
+    let mut intervals = Vec::with_capacity(workload.total());
+    let mut done = vec![false; workload.processes];
+    let mut open = workload.processes;
+    while open > 0 {
+        match workers.next_event(deadline) {
+            Event::Line(i, line) if line == DONE => done[i] = true,
+            Event::Line(i, line) => intervals.push(parse_interval(i, &line)),
+            Event::Closed(_) => open -= 1,
+        }
+    }
+    for (i, done) in done.into_iter().enumerate() {
+        let status = workers.reap(i, deadline);
+        assert!(status.success(), "worker {i} failed: {status}");
+        assert!(
+            done,
+            "worker {i} exited without reporting all its intervals"
+        );
+    }
+    let elapsed = started.elapsed();
+
+    let counter = server.cli(&["GET", COUNTER_KEY]);
+    let counter = counter
+        .parse()
+        .unwrap_or_else(|_| panic!("{COUNTER_KEY} holds {counter:?}, not a count"));
+    Run {
+        intervals,
+        counter,
+        elapsed,
+    }
+}
+
+fn parse_interval(worker: usize, line: &str) -> (u64, u64) {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let parsed = match fields.as_slice() {
+        ["I", enter, exit] => enter.parse().ok().zip(exit.parse().ok()),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| panic!("worker {worker} printed {line:?}, not `I ENTER EXIT`"))
+}
+
+/// The `pct`-th percentile of sorted values (nearest rank below).
+fn percentile(sorted: &[u64], pct: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[(sorted.len() * pct / 100).min(sorted.len() - 1)]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes, orchestrator side
+// ---------------------------------------------------------------------------------------------
+
+enum Event {
+    Line(usize, String),
+    Closed(usize),
+}
+
+/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
+/// a full pipe. Dropping it kills and reaps every worker still running: a failed assertion must
+/// not leave processes behind that hold locks or keep hammering Redis.
+struct Workers {
+    role: String,
+    children: Vec<Child>,
+    events: mpsc::Receiver<Event>,
+}
+
+impl Workers {
+    fn spawn(role: &str, count: usize, envs: &[(&str, String)]) -> Workers {
+        let (sender, events) = mpsc::channel();
+        let mut workers = Workers {
+            role: role.to_owned(),
+            children: Vec::with_capacity(count),
+            events,
+        };
+        for i in 0..count {
+            let mut child = worker_command(role, envs)
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
+            let stdout = child.stdout.take().expect("worker stdout is piped");
+            // Pushed before anything else can fail, so that Drop reaps it.
+            workers.children.push(child);
+            let sender = sender.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send(Event::Line(i, line)).is_err() {
+                        return;
+                    }
+                }
+                let _ = sender.send(Event::Closed(i));
+            });
+        }
+        workers
+    }
+
+    fn next_event(&self, deadline: Instant) -> Event {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(wait) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("{} workers: no output before the deadline", self.role)
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("{} workers: every output pipe closed", self.role)
+            }
+        }
+    }
+
+    /// Waits until every worker printed `expected`, in any order; any other output first is a
+    /// failure.
+    fn expect_from_all(&self, expected: &str, deadline: Instant) {
+        let mut pending = vec![true; self.children.len()];
+        while pending.contains(&true) {
+            match self.next_event(deadline) {
+                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
+                Event::Line(i, line) => panic!(
+                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
+                    self.role
+                ),
+                Event::Closed(i) => panic!(
+                    "{} worker {i} closed its output before {expected:?}",
+                    self.role
+                ),
+            }
+        }
+    }
+
+    /// Fails if a worker has already printed a line starting with `refused`.
+    fn refuse_line(&self, refused: &str) {
+        while let Ok(event) = self.events.try_recv() {
+            if let Event::Line(i, line) = event {
+                assert!(
+                    !line.starts_with(refused),
+                    "{} worker {i} printed {line:?}",
+                    self.role
+                );
+            }
+        }
+    }
+
+    fn broadcast(&mut self, line: &str) {
+        for (i, child) in self.children.iter_mut().enumerate() {
+            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
+            writeln!(stdin, "{line}")
+                .and_then(|()| stdin.flush())
+                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
+        }
+    }
+
+    fn kill(&mut self, index: usize) {
+        self.children[index]
+            .kill()
+            .unwrap_or_else(|e| panic!("cannot kill worker {index}: {e}"));
+    }
+
+    /// Waits for worker `index` to exit, polling until `deadline`.
+    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
+        let child = &mut self.children[index];
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
+                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
+            }
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // No panics here: this also runs while a failed assertion unwinds.
+        for child in &mut self.children {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                continue;
+            }
+            let _ = child.kill();
+            let deadline = Instant::now() + REAP_LIMIT;
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes, worker side
+// ---------------------------------------------------------------------------------------------
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn env_var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
+}
+
+fn env_count(name: &str) -> usize {
+    let value = env_var(name);
+    value
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}={value:?} is not a count"))
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .expect("write to the orchestrator");
+}
+
+/// How a worker's tasks keep each other out of the critical section.
+#[derive(Clone, Copy)]
+enum Guarding {
+    Relock,
+    /// Checks that a key is absent, then sets it, in two commands: two tasks can both see it
+    /// absent and both go in. The control that shows the checks catch a broken lock.
+    Naive,
+}
+
+/// Connects, reports `READY`, waits for `GO` on stdin, then runs `TASKS_ENV` tasks of
+/// `ITERATIONS_ENV` guarded increments each and prints every critical section as
+/// `I ENTER EXIT` (monotonic nanoseconds), then `DONE`.
+fn increments_worker(guarding: Guarding) {
+    let url = env_var(URL_ENV);
+    let tasks = env_count(TASKS_ENV);
+    let iterations = env_count(ITERATIONS_ENV);
+    let runtime = runtime();
+    let (client, conn) = runtime.block_on(async {
+        let client = Client::connect(url.as_str())
+            .await
+            .expect("the worker connects to redis");
+        let conn = redis::Client::open(url.as_str())
+            .expect("valid redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the worker opens a raw redis connection");
+        (client, conn)
+    });
+
+    say(READY);
+    let mut go = String::new();
+    std::io::stdin()
+        .read_line(&mut go)
+        .expect("read the start signal");
+    assert_eq!(go.trim(), GO, "the orchestrator went away before the start");
+
+    let intervals = runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let conn = conn.clone();
+            match guarding {
+                Guarding::Relock => {
+                    let mutex = client.mutex(COUNTER_LOCK).expect("valid lock name");
+                    set.spawn(relock_increments(mutex, conn, iterations));
+                }
+                Guarding::Naive => {
+                    set.spawn(naive_increments(conn, iterations));
+                }
+            }
+        }
+        let all = async {
+            let mut intervals = Vec::with_capacity(tasks * iterations);
+            while let Some(done) = set.join_next().await {
+                intervals.extend(done.expect("an increment task panicked"));
+            }
+            intervals
+        };
+        tokio::time::timeout(WORKLOAD_LIMIT, all)
+            .await
+            .expect("the worker's increments finish in time")
+    });
+
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for (enter, exit) in intervals {
+        writeln!(out, "I {enter} {exit}").expect("write an interval");
+    }
+    writeln!(out, "{DONE}")
+        .and_then(|()| out.flush())
+        .expect("write to the orchestrator");
+}
+
+async fn relock_increments(
+    mutex: relock::Mutex,
+    mut conn: MultiplexedConnection,
+    iterations: usize,
+) -> Vec<(u64, u64)> {
+    let mut intervals = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let guard = mutex.lock().await.expect("lock");
+        let enter = monotonic_nanos();
+        increment_non_atomically(&mut conn, None).await;
+        let exit = monotonic_nanos();
+        guard
+            .unlock()
+            .await
+            .expect("unlock: the lock was held for the whole critical section");
+        intervals.push((enter, exit));
+    }
+    intervals
+}
+
+/// The pause inside the broken lock and its critical section, long enough that racing tasks
+/// interleave on nearly every contended acquisition.
+const RACE_PAUSE: Duration = Duration::from_millis(1);
+
+async fn naive_increments(mut conn: MultiplexedConnection, iterations: usize) -> Vec<(u64, u64)> {
+    let deadline = tokio::time::Instant::now() + WORKLOAD_LIMIT;
+    let mut intervals = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        loop {
+            let taken: bool = conn.exists(NAIVE_LOCK_KEY).await.expect("EXISTS");
+            if !taken {
+                tokio::time::sleep(RACE_PAUSE).await;
+                let () = conn.set(NAIVE_LOCK_KEY, "held").await.expect("SET");
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the naive lock stayed taken past the deadline"
+            );
+            tokio::time::sleep(RACE_PAUSE).await;
+        }
+        let enter = monotonic_nanos();
+        increment_non_atomically(&mut conn, Some(RACE_PAUSE)).await;
+        let exit = monotonic_nanos();
+        let _: u64 = conn.del(NAIVE_LOCK_KEY).await.expect("DEL");
+        intervals.push((enter, exit));
+    }
+    intervals
+}
+
+/// GET, pause, SET value+1: an increment that loses updates unless callers exclude each other.
+/// Without a `pause` it still yields to the scheduler, so other tasks run inside the window.
+async fn increment_non_atomically(conn: &mut MultiplexedConnection, pause: Option<Duration>) {
+    let value: Option<String> = conn.get(COUNTER_KEY).await.expect("GET the counter");
+    let count: u64 = value.map_or(0, |v| v.parse().expect("the counter holds a number"));
+    match pause {
+        Some(pause) => tokio::time::sleep(pause).await,
+        None => tokio::task::yield_now().await,
+    }
+    let () = conn
+        .set(COUNTER_KEY, count + 1)
+        .await
+        .expect("SET the counter");
+}
+
+/// Takes the victim lock, reports `ACQUIRED`, then holds it (renewing) until killed, printing
+/// `LOST` if the lease is lost meanwhile. Gives up after [`HOLDER_LIMIT`] so that it cannot
+/// outlive a vanished orchestrator by much.
+fn holder_worker() {
+    let url = env_var(URL_ENV);
+    runtime().block_on(async {
+        let client = Client::connect(url.as_str())
+            .await
+            .expect("the holder connects to redis");
+        let mutex = client
+            .mutex_with_options(VICTIM_LOCK, victim_options())
+            .expect("valid mutex");
+        let guard = mutex.try_lock().await.expect("the victim lock is free");
+        say(ACQUIRED);
+        tokio::select! {
+            reason = guard.lost() => say(&format!("{LOST} {reason}")),
+            () = tokio::time::sleep(HOLDER_LIMIT) => {}
+        }
+    });
+}
