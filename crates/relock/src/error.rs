@@ -56,6 +56,14 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// The request could never be granted while the caller holds what it holds: for example a
+    /// read lock asking to become a write lock, which would wait for itself.
+    WouldDeadlock {
+        /// The lock's name.
+        name: String,
+        /// What the caller asked for and why it cannot be granted.
+        reason: &'static str,
+    },
     /// A key this lock uses holds a value of another Redis type (Redis replied `WRONGTYPE`).
     WrongType {
         /// The lock's name.
@@ -127,6 +135,9 @@ impl fmt::Display for Error {
                 write!(f, "gave up waiting for lock {name:?} after {waited:?}")
             }
             Error::NotHeld { name } => write!(f, "lock {name:?} is no longer held by this guard"),
+            Error::WouldDeadlock { name, reason } => {
+                write!(f, "lock {name:?}: refused, it would deadlock: {reason}")
+            }
             Error::WrongType { name } => write!(
                 f,
                 "a key of lock {name:?} holds another Redis type (WRONGTYPE)"

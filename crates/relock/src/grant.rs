@@ -4,7 +4,8 @@
 //!
 //! A primitive only says how to build its scripts' invocations ([`Resource`]); every script
 //! follows the same reply conventions, so this module interprets them all:
-//! acquire replies `{1, fence}` when granted and `{0, pttl}` when held by others;
+//! acquire replies `{1, fence, ...}` when granted (one fence per name it locks) and
+//! `{0, pttl}` when held by others (`pttl` -1 when unknown);
 //! release and extend reply `1` done, `0` nothing held, `-1` held by another owner.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::keeper::Renewal;
 use crate::lease::{LeaseState, Lost};
+use crate::notify::Target;
 use crate::options::{lease_millis, Lease};
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -40,21 +42,38 @@ pub(crate) trait Resource: Send + Sync + 'static {
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
     fn extend_script(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
-    /// What the batch renewal checks and extends for a grant to `token`.
-    fn renewal(&self, token: &OwnerToken) -> Renewal;
+    /// What the batch renewal checks and extends for a grant to `token`: every key must still
+    /// be held for the lease to count as renewed.
+    fn renewals(&self, token: &OwnerToken) -> Vec<Renewal>;
+
+    /// Whether a refused attempt leaves state behind that a waiter who gives up must remove
+    /// (a place in a queue). The release script must then also remove that state.
+    fn keeps_place_while_waiting(&self) -> bool {
+        false
+    }
+
+    /// Whether releases wake a chosen waiter by its token instead of any waiter.
+    fn woken_by_token(&self) -> bool {
+        false
+    }
 }
 
 /// What one acquire request found.
 enum Reply {
-    Granted { fence: Fence, sent_at: Instant },
-    Held { remaining: Option<Duration> },
+    Granted {
+        fences: Vec<Fence>,
+        sent_at: Instant,
+    },
+    Held {
+        remaining: Option<Duration>,
+    },
 }
 
 /// Tries once to acquire.
 pub(crate) async fn try_acquire<R: Resource>(resource: &Arc<R>) -> Result<Held<R>> {
     let mut attempt = Attempt::new(resource)?;
     match attempt.send().await? {
-        Reply::Granted { fence, sent_at } => Ok(attempt.into_held(fence, sent_at)),
+        Reply::Granted { fences, sent_at } => Ok(attempt.into_held(fences, sent_at)),
         Reply::Held { remaining } => Err(Error::Held {
             name: resource.name().to_owned(),
             remaining,
@@ -70,19 +89,24 @@ pub(crate) async fn acquire<R: Resource>(
     let started = Instant::now();
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
-    if let Reply::Granted { fence, sent_at } = attempt.send().await? {
-        return Ok(attempt.into_held(fence, sent_at));
+    if let Reply::Granted { fences, sent_at } = attempt.send().await? {
+        return Ok(attempt.into_held(fences, sent_at));
     }
     // Subscribe before the next attempt: a release between that attempt and the wait below is
     // then announced to this waiter instead of lost.
+    let target = if resource.woken_by_token() {
+        Target::Token(attempt.token.as_str().as_bytes().to_vec())
+    } else {
+        Target::Any
+    };
     let waiter = resource
         .shared()
         .notifier
-        .wait_on(resource.wake_channel().to_vec())
+        .wait_on(resource.wake_channel().to_vec(), target)
         .await;
     loop {
         let remaining = match attempt.send().await? {
-            Reply::Granted { fence, sent_at } => return Ok(attempt.into_held(fence, sent_at)),
+            Reply::Granted { fences, sent_at } => return Ok(attempt.into_held(fences, sent_at)),
             Reply::Held { remaining } => remaining,
         };
         let now = Instant::now();
@@ -153,14 +177,20 @@ impl<'a, R: Resource> Attempt<'a, R> {
     }
 
     fn interpret(&mut self, reply: &[i64], sent_at: Instant) -> Result<Reply> {
-        match *reply {
-            [1, fence] if fence > 0 => Ok(Reply::Granted {
-                fence: Fence::new(fence.unsigned_abs()),
-                sent_at,
-            }),
-            [0, pttl] => {
-                // Others hold it, so nothing is stored under our token.
-                self.armed = false;
+        match reply {
+            [1, fences @ ..] if !fences.is_empty() && fences.iter().all(|&f| f > 0) => {
+                Ok(Reply::Granted {
+                    fences: fences
+                        .iter()
+                        .map(|f| Fence::new(f.unsigned_abs()))
+                        .collect(),
+                    sent_at,
+                })
+            }
+            &[0, pttl] => {
+                // Others hold it, so nothing is stored under our token, unless the attempt
+                // took a place in a queue.
+                self.armed = self.resource.keeps_place_while_waiting();
                 Ok(Reply::Held {
                     remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
                 })
@@ -171,19 +201,19 @@ impl<'a, R: Resource> Attempt<'a, R> {
         }
     }
 
-    fn into_held(mut self, fence: Fence, sent_at: Instant) -> Held<R> {
+    fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Held<R> {
         self.armed = false;
         let r = self.resource;
         let lease = Arc::new(LeaseState::new(r.lease().duration(), r.lease_ms(), sent_at));
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
-                .watch(Arc::clone(&lease), r.renewal(&self.token));
+                .watch(Arc::clone(&lease), r.renewals(&self.token));
         }
         Held {
             resource: Arc::clone(r),
             token: self.token.clone(),
-            fence,
+            fences,
             lease,
             released: false,
         }
@@ -211,7 +241,8 @@ fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
 pub(crate) struct Held<R: Resource> {
     resource: Arc<R>,
     token: OwnerToken,
-    fence: Fence,
+    /// One per name locked, in the order the resource names them; never empty.
+    fences: Vec<Fence>,
     lease: Arc<LeaseState>,
     released: bool,
 }
@@ -221,8 +252,19 @@ impl<R: Resource> Held<R> {
         &self.resource
     }
 
+    /// The fence of the first (usually only) name.
     pub(crate) fn fence(&self) -> Fence {
-        self.fence
+        self.fences.first().copied().unwrap_or(Fence::new(0))
+    }
+
+    #[expect(dead_code, reason = "for the locks of several names")]
+    pub(crate) fn fences(&self) -> &[Fence] {
+        &self.fences
+    }
+
+    #[expect(dead_code, reason = "for primitives that address their holders")]
+    pub(crate) fn token(&self) -> &OwnerToken {
+        &self.token
     }
 
     pub(crate) fn valid_until(&self) -> std::time::Instant {

@@ -19,19 +19,45 @@ use crate::scripts::RENEW_BATCH;
 /// A best-effort release to run in the background.
 pub(crate) type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// What the batch renewal checks and extends for one grant: the key, and the owner token its
-/// value must start with.
+/// How a primitive stores a holder, and so how the batch renewal finds and extends it (see
+/// `renew_batch.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[expect(dead_code, reason = "the kinds of the primitives that follow")]
+pub(crate) enum RenewKind {
+    /// The key's string value starts with the member.
+    Value,
+    /// The hash has the member as a field.
+    HashField,
+    /// The hash field named by the member holds that holder's expiry in server milliseconds.
+    HashExpiry,
+    /// The sorted set has the member, scored by its expiry in server milliseconds.
+    ZsetExpiry,
+}
+
+impl RenewKind {
+    fn code(self) -> &'static str {
+        match self {
+            RenewKind::Value => "v",
+            RenewKind::HashField => "h",
+            RenewKind::HashExpiry => "he",
+            RenewKind::ZsetExpiry => "z",
+        }
+    }
+}
+
+/// One key the batch renewal checks and extends for a grant.
 #[derive(Clone, Debug)]
 pub(crate) struct Renewal {
     pub(crate) key: Vec<u8>,
-    pub(crate) token: String,
+    pub(crate) member: String,
+    pub(crate) kind: RenewKind,
 }
 
-/// A lease to keep renewed.
+/// A lease to keep renewed: every key of it must still be held.
 #[derive(Debug)]
 struct Watched {
     lease: Arc<LeaseState>,
-    renewal: Renewal,
+    renewals: Vec<Renewal>,
 }
 
 enum Command {
@@ -55,10 +81,10 @@ impl Keeper {
     }
 
     /// Renews this lease every third of its length until it is forgotten or lost.
-    pub(crate) fn watch(&self, lease: Arc<LeaseState>, renewal: Renewal) {
+    pub(crate) fn watch(&self, lease: Arc<LeaseState>, renewals: Vec<Renewal>) {
         let _ = self
             .commands
-            .send(Command::Watch(Watched { lease, renewal }));
+            .send(Command::Watch(Watched { lease, renewals }));
     }
 
     /// Stops renewing a lease.
@@ -78,8 +104,18 @@ struct Entry {
     due: Instant,
 }
 
-/// The result of one batch call: when it was sent, which leases it covered, and what Redis said.
-type BatchOutcome = (Instant, Vec<u64>, redis::RedisResult<Vec<i64>>);
+/// The result of one batch call: when it was sent, which leases it covered, and for each lease
+/// whether every one of its keys was renewed.
+type BatchOutcome = (Instant, Vec<u64>, redis::RedisResult<Vec<bool>>);
+
+/// Folds the per-key replies into one answer per lease.
+fn all_renewed(replies: &[i64], keys_per_lease: &[usize]) -> Vec<bool> {
+    let mut replies = replies.iter();
+    keys_per_lease
+        .iter()
+        .map(|&n| replies.by_ref().take(n).filter(|&&r| r == 1).count() == n)
+        .collect()
+}
 
 struct Renewals {
     conn: ConnectionManager,
@@ -166,20 +202,31 @@ impl Renewals {
         }
     }
 
+    /// One script call for these leases; the reply has one entry per key, in order.
     fn send_batch(&mut self, ids: Vec<u64>) {
         let mut invocation = RENEW_BATCH.prepare_invoke();
+        let mut keys_per_lease = Vec::with_capacity(ids.len());
         for id in &ids {
-            if let Some(entry) = self.entries.get(id) {
+            let Some(entry) = self.entries.get(id) else {
+                keys_per_lease.push(0);
+                continue;
+            };
+            for renewal in &entry.watched.renewals {
                 invocation
-                    .key(entry.watched.renewal.key.as_slice())
-                    .arg(entry.watched.renewal.token.as_str())
+                    .key(renewal.key.as_slice())
+                    .arg(renewal.kind.code())
+                    .arg(renewal.member.as_str())
                     .arg(entry.watched.lease.lease_ms());
             }
+            keys_per_lease.push(entry.watched.renewals.len());
         }
         let mut conn = self.conn.clone();
         self.in_flight.spawn(async move {
             let sent_at = Instant::now();
-            let result = invocation.invoke_async::<Vec<i64>>(&mut conn).await;
+            let result = invocation
+                .invoke_async::<Vec<i64>>(&mut conn)
+                .await
+                .map(|replies| all_renewed(&replies, &keys_per_lease));
             (sent_at, ids, result)
         });
     }
@@ -192,10 +239,10 @@ impl Renewals {
             };
             let lease = Arc::clone(&entry.watched.lease);
             let next = match result.as_ref().map(|replies| replies.get(i).copied()) {
-                Ok(Some(1)) if lease.renewed(sent_at, lease.lease()) => {
+                Ok(Some(true)) if lease.renewed(sent_at, lease.lease()) => {
                     Some(sent_at + lease.lease() / 3)
                 }
-                Ok(Some(1)) => None,
+                Ok(Some(true)) => None,
                 Ok(_) => {
                     lease.mark_lost(Lost::Revoked);
                     None

@@ -9,7 +9,7 @@ use redis::ScriptInvocation;
 use crate::client::Shared;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
-use crate::keeper::Renewal;
+use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
@@ -103,8 +103,8 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] when the wait limit passes; [`Error::WrongType`] when the lock's key
-    /// holds another Redis type; [`Error::Redis`] when Redis cannot be reached after a few
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes; [`Error::WrongType`](crate::Error::WrongType) when the lock's key
+    /// holds another Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
     /// resends.
     ///
     /// # Cancel safety
@@ -142,7 +142,7 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] after `timeout`; otherwise as [`Mutex::lock`].
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -170,7 +170,7 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Held`] when another owner holds it, with the time its lease still runs;
+    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs;
     /// otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
@@ -262,11 +262,12 @@ impl Resource for Inner {
         invocation
     }
 
-    fn renewal(&self, token: &OwnerToken) -> Renewal {
-        Renewal {
+    fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {
+        vec![Renewal {
             key: self.lock_key.clone(),
-            token: token.as_str().to_owned(),
-        }
+            member: token.as_str().to_owned(),
+            kind: RenewKind::Value,
+        }]
     }
 }
 
@@ -341,8 +342,8 @@ impl MutexGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] when the lock was lost; [`Error::InvalidOption`] for a lease out of
-    /// range; [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost; [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of
+    /// range; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -379,8 +380,8 @@ impl MutexGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] when the lock had already expired or been taken: whatever the guard
-    /// protected was unprotected for a while. [`Error::Redis`] when Redis cannot be reached;
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been taken: whatever the guard
+    /// protected was unprotected for a while. [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
     /// the lock then frees itself when its lease ends.
     ///
     /// # Cancel safety

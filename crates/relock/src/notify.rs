@@ -1,17 +1,25 @@
 //! Release notifications: one pub/sub connection per client, shared by every waiter of every
 //! lock name.
 //!
-//! A waiter registers interest in a name's wake channel; the first waiter of a name subscribes,
-//! the last one to leave unsubscribes. One task owns the connection and sends subscriptions in
-//! order, so a late unsubscribe can never undo a newer subscribe. A release message wakes one
-//! waiter of that name in this process (not all of them): one release costs one retry per
-//! waiting process, not one per waiting task. When the connection drops, every waiter is woken
-//! to retry, since messages may have been lost; waiters also retry on a bounded timer, so a lost
-//! message delays them but never strands them.
+//! A waiter registers on a name's wake channel; the first waiter of a name subscribes, the last
+//! one to leave unsubscribes. One task owns the connection and sends subscriptions in order, so
+//! a late unsubscribe can never undo a newer subscribe. The release message's payload says whom
+//! to wake in this process:
+//!
+//! - empty: one waiter, the longest-waiting one not already woken (a mutex release: one
+//!   release costs one retry per waiting process, not one per waiting task);
+//! - a decimal number `n`: that many waiters (permits given back to a semaphore);
+//! - `*`: every waiter (a writer left, so every reader may enter);
+//! - anything else: the waiter registered with that token (a fair lock's next in line).
+//!
+//! A woken waiter that is dropped before it used its wake passes it on. When the connection
+//! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
+//! on a bounded timer, so a lost message delays them but never strands them.
 
 use std::collections::{HashMap, HashSet};
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -19,17 +27,39 @@ use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, oneshot, Notify};
 
+/// Whom a waiter wants to be woken for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Any release of the name.
+    Any,
+    /// Releases addressed to this token (and releases that wake everyone).
+    Token(Vec<u8>),
+}
+
 /// The shared registry: which channels have waiters, and how to wake them.
 #[derive(Debug, Default)]
 struct Registry {
-    channels: HashMap<Vec<u8>, Channel>,
+    channels: HashMap<Vec<u8>, Vec<Slot>>,
 }
 
+/// One registered waiter, in registration order within its channel.
 #[derive(Debug)]
-struct Channel {
+struct Slot {
+    id: u64,
+    target: Target,
     notify: Arc<Notify>,
-    waiters: usize,
+    /// Woken, and the wake not yet used.
+    woken: bool,
 }
+
+impl Slot {
+    fn wake(&mut self) {
+        self.woken = true;
+        self.notify.notify_one();
+    }
+}
+
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
 
 enum Request {
     Subscribe(Vec<u8>, oneshot::Sender<bool>),
@@ -55,22 +85,23 @@ impl Notifier {
     /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a
     /// release after this returns is announced to it. If Redis cannot be subscribed to, the
     /// waiter still works, by its retry timer alone.
-    pub(crate) async fn wait_on(self: &Arc<Self>, channel: Vec<u8>) -> Waiter {
-        let notify = {
-            let mut registry = lock(&self.registry);
-            let entry = registry
-                .channels
-                .entry(channel.clone())
-                .or_insert_with(|| Channel {
-                    notify: Arc::new(Notify::new()),
-                    waiters: 0,
-                });
-            entry.waiters += 1;
-            Arc::clone(&entry.notify)
-        };
+    pub(crate) async fn wait_on(self: &Arc<Self>, channel: Vec<u8>, target: Target) -> Waiter {
+        let id = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        lock(&self.registry)
+            .channels
+            .entry(channel.clone())
+            .or_default()
+            .push(Slot {
+                id,
+                target,
+                notify: Arc::clone(&notify),
+                woken: false,
+            });
         let waiter = Waiter {
             notifier: Arc::clone(self),
             channel: channel.clone(),
+            id,
             notify,
         };
         let (confirmed, confirmation) = oneshot::channel();
@@ -84,15 +115,33 @@ impl Notifier {
         waiter
     }
 
-    fn leave(&self, channel: &[u8]) {
+    fn leave(&self, channel: &[u8], id: u64) {
         let mut registry = lock(&self.registry);
-        let Some(entry) = registry.channels.get_mut(channel) else {
+        let Some(slots) = registry.channels.get_mut(channel) else {
             return;
         };
-        entry.waiters -= 1;
-        if entry.waiters == 0 {
+        let Some(at) = slots.iter().position(|slot| slot.id == id) else {
+            return;
+        };
+        let slot = slots.remove(at);
+        if slot.woken && slot.target == Target::Any {
+            // It was woken but gave up before trying: hand the wake to the next waiter.
+            wake_any(slots, 1);
+        }
+        if slots.is_empty() {
             registry.channels.remove(channel);
             let _ = self.requests.send(Request::Unsubscribe(channel.to_vec()));
+        }
+    }
+
+    fn used_wake(&self, channel: &[u8], id: u64) {
+        let mut registry = lock(&self.registry);
+        if let Some(slot) = registry
+            .channels
+            .get_mut(channel)
+            .and_then(|slots| slots.iter_mut().find(|slot| slot.id == id))
+        {
+            slot.woken = false;
         }
     }
 }
@@ -102,24 +151,60 @@ impl Notifier {
 pub(crate) struct Waiter {
     notifier: Arc<Notifier>,
     channel: Vec<u8>,
+    id: u64,
     notify: Arc<Notify>,
 }
 
 impl Waiter {
-    /// Completes when a release of the name is announced (or the connection was lost).
+    /// Completes when a release concerning this waiter is announced (or the connection was
+    /// lost). A wake that came while the waiter was busy is kept for it.
     pub(crate) async fn woken(&self) {
         self.notify.notified().await;
+        self.notifier.used_wake(&self.channel, self.id);
     }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        self.notifier.leave(&self.channel);
+        self.notifier.leave(&self.channel, self.id);
     }
 }
 
 fn lock(registry: &StdMutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
     registry.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Wakes up to `n` waiters for any release, longest-waiting first, skipping those that still
+/// have an unused wake.
+fn wake_any(slots: &mut [Slot], n: usize) {
+    slots
+        .iter_mut()
+        .filter(|slot| slot.target == Target::Any && !slot.woken)
+        .take(n)
+        .for_each(Slot::wake);
+}
+
+/// Delivers one release message to this process's waiters.
+fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
+    let mut registry = lock(registry);
+    let Some(slots) = registry.channels.get_mut(channel) else {
+        return;
+    };
+    match payload {
+        b"" => wake_any(slots, 1),
+        b"*" => slots.iter_mut().for_each(Slot::wake),
+        digits if digits.iter().all(u8::is_ascii_digit) => {
+            let n = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(usize::MAX);
+            wake_any(slots, n);
+        }
+        token => slots
+            .iter_mut()
+            .filter(|slot| matches!(&slot.target, Target::Token(t) if t == token))
+            .for_each(Slot::wake),
+    }
 }
 
 /// The connection, when there is one: the sink to send (un)subscriptions through, and the
@@ -172,11 +257,7 @@ async fn run(
                 }
             }
             message = next_message(&mut conn) => match message {
-                Some(channel) => {
-                    if let Some(entry) = lock(&registry).channels.get(&channel) {
-                        entry.notify.notify_one();
-                    }
-                }
+                Some((channel, payload)) => dispatch(&registry, &channel, &payload),
                 None => {
                     conn = None;
                     wake_everyone(&registry);
@@ -224,17 +305,20 @@ async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
 }
 
 fn wake_everyone(registry: &StdMutex<Registry>) {
-    for entry in lock(registry).channels.values() {
-        entry.notify.notify_waiters();
+    for slots in lock(registry).channels.values_mut() {
+        slots.iter_mut().for_each(Slot::wake);
     }
 }
 
-/// The channel of the next message, or `None` when the connection closed. Pends forever when
-/// there is no connection, so `select!` simply skips that branch.
-async fn next_message(conn: &mut Option<Connection>) -> Option<Vec<u8>> {
+/// The channel and payload of the next message, or `None` when the connection closed. Pends
+/// forever when there is no connection, so `select!` simply skips that branch.
+async fn next_message(conn: &mut Option<Connection>) -> Option<(Vec<u8>, Vec<u8>)> {
     let Some(conn) = conn.as_mut() else {
         return std::future::pending().await;
     };
     let message = poll_fn(|cx| Pin::new(&mut conn.messages).poll_next(cx)).await?;
-    Some(message.get_channel::<Vec<u8>>().unwrap_or_default())
+    Some((
+        message.get_channel::<Vec<u8>>().unwrap_or_default(),
+        message.get_payload_bytes().to_vec(),
+    ))
 }

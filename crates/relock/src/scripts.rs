@@ -192,44 +192,93 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn batch_renewal_renews_only_what_the_owner_holds() {
+    async fn batch_renewal_renews_only_what_each_holder_still_holds() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
-        for (key, value) in [("t:{1}:mutex", "a:1"), ("t:{2}:mutex", "x:2")] {
-            redis::cmd("SET")
-                .arg(key)
-                .arg(value)
-                .arg("PX")
-                .arg(1000)
-                .exec_async(&mut c)
-                .await
-                .expect("set");
-        }
-        redis::cmd("HSET")
-            .arg("t:{3}:mutex")
-            .arg("f")
-            .arg("v")
-            .exec_async(&mut c)
-            .await
-            .expect("hset");
+        let run = |c: &mut MultiplexedConnection, cmd: &[&str]| {
+            let mut c = c.clone();
+            let mut command = redis::cmd(cmd[0]);
+            for arg in &cmd[1..] {
+                command.arg(*arg);
+            }
+            async move { command.exec_async(&mut c).await.expect("setup command") }
+        };
+        run(&mut c, &["SET", "v:{1}", "a:1", "PX", "1000"]).await;
+        run(&mut c, &["SET", "v:{2}", "x:2", "PX", "1000"]).await;
+        run(&mut c, &["HSET", "v:{3}", "f", "v"]).await;
+        run(&mut c, &["HSET", "h:{1}", "a:", "1"]).await;
+        run(&mut c, &["PEXPIRE", "h:{1}", "1000"]).await;
+        run(&mut c, &["HSET", "he:{1}", "a:", "0", "b:", "0"]).await;
+        run(&mut c, &["PEXPIRE", "he:{1}", "1000"]).await;
+        run(&mut c, &["ZADD", "z:{1}", "0", "a:"]).await;
+        run(&mut c, &["PEXPIRE", "z:{1}", "1000"]).await;
         let renewed: Vec<i64> = RENEW_BATCH
-            .key("t:{1}:mutex")
+            .key("v:{1}")
+            .arg("v")
             .arg("a:")
             .arg(30_000)
-            .key("t:{2}:mutex")
+            .key("v:{2}")
+            .arg("v")
             .arg("a:")
             .arg(30_000)
-            .key("t:{3}:mutex")
+            .key("v:{3}")
+            .arg("v")
             .arg("a:")
             .arg(30_000)
-            .key("t:{4}:mutex")
+            .key("v:{4}")
+            .arg("v")
             .arg("a:")
+            .arg(30_000)
+            .key("h:{1}")
+            .arg("h")
+            .arg("a:")
+            .arg(30_000)
+            .key("h:{1}")
+            .arg("h")
+            .arg("c:")
+            .arg(30_000)
+            .key("he:{1}")
+            .arg("he")
+            .arg("a:")
+            .arg(30_000)
+            .key("z:{1}")
+            .arg("z")
+            .arg("a:")
+            .arg(30_000)
+            .key("z:{1}")
+            .arg("z")
+            .arg("c:")
             .arg(30_000)
             .invoke_async(&mut c)
             .await
             .expect("a wrong-typed key does not fail the batch");
-        assert_eq!(renewed, vec![1, 0, 0, 0]);
-        assert!(pttl(&mut c, "t:{1}:mutex").await > 1000);
-        assert!(pttl(&mut c, "t:{2}:mutex").await <= 1000);
+        assert_eq!(renewed, vec![1, 0, 0, 0, 1, 0, 1, 1, 0]);
+        for key in ["v:{1}", "h:{1}", "he:{1}", "z:{1}"] {
+            assert!(pttl(&mut c, key).await > 1000, "{key} renewed");
+        }
+        assert!(
+            pttl(&mut c, "v:{2}").await <= 1000,
+            "a foreign value is untouched"
+        );
+        // Per-holder expiries: the renewed holder's moves to the server's now + lease, the
+        // other holder's stays where it was.
+        let expiries: Vec<i64> = redis::cmd("HMGET")
+            .arg("he:{1}")
+            .arg("a:")
+            .arg("b:")
+            .query_async(&mut c)
+            .await
+            .expect("hmget");
+        assert!(
+            expiries[0] > 1_700_000_000_000 && expiries[1] == 0,
+            "{expiries:?}"
+        );
+        let score: f64 = redis::cmd("ZSCORE")
+            .arg("z:{1}")
+            .arg("a:")
+            .query_async(&mut c)
+            .await
+            .expect("zscore");
+        assert!(score > 1.7e12);
     }
 }

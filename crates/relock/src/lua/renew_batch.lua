@@ -1,14 +1,58 @@
--- Renews many leases in one call.
--- KEYS[i] lock key; ARGV[2i-1] owner token, ARGV[2i] lease ms
--- Returns one entry per key: 1 renewed, 0 no longer held by that owner.
+-- Renews many leases in one call, of any primitive.
+-- KEYS[i] a key; ARGV[3i-2] kind, ARGV[3i-1] member, ARGV[3i] lease ms
+-- Kinds, by how a primitive stores its holders:
+--   'v'  the key's string value starts with member (Mutex, FairMutex)
+--   'h'  the hash has field member (one owner per key)
+--   'he' the hash field member holds that holder's expiry in server ms
+--        (several holders per key, each with its own lease)
+--   'z'  the sorted set has member, scored by its expiry in server ms
+-- A key of several holders expires no earlier than its longest lease.
+-- Returns one entry per key: 1 renewed, 0 no longer held by that member.
 -- A key that changed type answers 0 through pcall instead of failing the
 -- whole batch, so one bad key cannot cost every other lease its renewal.
+local now
+local function server_ms()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+local function stretch(key, lease)
+  if redis.call('PTTL', key) < lease then
+    redis.call('PEXPIRE', key, lease)
+  end
+end
+
+local function held(kind, key, member)
+  if kind == 'v' then
+    local value = redis.pcall('GET', key)
+    return type(value) == 'string' and string.sub(value, 1, #member) == member
+  elseif kind == 'h' or kind == 'he' then
+    return redis.pcall('HEXISTS', key, member) == 1
+  elseif kind == 'z' then
+    local score = redis.pcall('ZSCORE', key, member)
+    return type(score) == 'string'
+  end
+  return false
+end
+
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  local held = redis.pcall('GET', key)
-  local token = ARGV[2 * i - 1]
-  if type(held) == 'string' and string.sub(held, 1, #token) == token then
-    redis.call('PEXPIRE', key, ARGV[2 * i])
+  local kind, member, lease = ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  if held(kind, key, member) then
+    if kind == 'v' then
+      redis.call('PEXPIRE', key, lease)
+    elseif kind == 'h' then
+      stretch(key, lease)
+    elseif kind == 'he' then
+      redis.call('HSET', key, member, server_ms() + lease)
+      stretch(key, lease)
+    else
+      redis.call('ZADD', key, 'XX', server_ms() + lease, member)
+      stretch(key, lease)
+    end
     renewed[i] = 1
   else
     renewed[i] = 0
