@@ -2,14 +2,19 @@
 
 mod client;
 mod error;
+mod fair;
 mod grant;
 mod keeper;
 mod keys;
 mod lease;
+mod multi;
 mod mutex;
 mod notify;
 mod options;
+mod reentrant;
+mod rwlock;
 mod scripts;
+mod semaphore;
 mod token;
 
 pub use client::Client;

@@ -4,22 +4,28 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// A script that grants locks: `lua/fence.lua` (`next_fence`) followed by `lua/<file>`.
 macro_rules! granting_script {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
+        ::std::sync::LazyLock::new(|| {
+            ::redis::Script::new(concat!(
                 include_str!("lua/fence.lua"),
                 include_str!(concat!("lua/", $file))
             ))
         })
     };
 }
+#[expect(unused_imports, reason = "for the primitives' modules")]
+pub(crate) use granting_script;
 
+/// A script from `lua/<file>`.
 macro_rules! script {
     ($file:literal) => {
-        LazyLock::new(|| Script::new(include_str!(concat!("lua/", $file))))
+        ::std::sync::LazyLock::new(|| ::redis::Script::new(include_str!(concat!("lua/", $file))))
     };
 }
+#[expect(unused_imports, reason = "for the primitives' modules")]
+pub(crate) use script;
 
 pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");
 pub(crate) static MUTEX_RELEASE: LazyLock<Script> = script!("mutex_release.lua");
