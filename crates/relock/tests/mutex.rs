@@ -570,3 +570,27 @@ async fn a_waiter_is_woken_after_its_subscription_connection_is_killed() {
     assert!(acquired - released < Duration::from_secs(1));
     guard.unlock().await.expect("unlock");
 }
+
+#[tokio::test]
+async fn an_acquire_resent_after_a_timeout_finds_its_own_grant() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().response_timeout(ms(200));
+    let c = client_with(&server, options).await;
+    // Load the scripts first: on a fresh server the paused request would only get NOSCRIPT.
+    let warm = c.mutex("warm").expect("name").lock().await.expect("lock");
+    warm.unlock().await.expect("unlock");
+    server.pause();
+    let mutex = c.mutex("resent").expect("name");
+    let attempt = tokio::spawn(async move { mutex.try_lock().await });
+    // The first request times out and is resent with the same token; once Redis resumes, the
+    // first grants the lock and the resend must recognise that grant as its own.
+    tokio::time::sleep(ms(260)).await;
+    server.resume();
+    let guard = attempt
+        .await
+        .expect("task")
+        .expect("the resend is answered with the first request's grant");
+    assert!(guard.is_held());
+    guard.unlock().await.expect("unlock");
+    assert_eq!(server.cli(&["EXISTS", "relock:{resent}:mutex"]), "0");
+}
