@@ -98,6 +98,23 @@ impl Error {
         }
     }
 
+    /// Whether Redis refused the credentials or the ACL user may not run a command relock
+    /// needs.
+    pub fn is_auth_failure(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.kind() == redis::ErrorKind::AuthenticationFailed
+                    || matches!(e.code(), Some("NOPERM" | "WRONGPASS" | "NOAUTH"))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the Redis URL or connection settings were unusable.
+    pub fn is_bad_target(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.kind() == redis::ErrorKind::InvalidClientConfig)
+    }
+
     pub(crate) fn from_redis(err: redis::RedisError, name: &str) -> Error {
         if err.code() == Some("WRONGTYPE") || err.detail().is_some_and(|d| d.contains("WRONGTYPE"))
         {
@@ -122,7 +139,8 @@ impl fmt::Display for Error {
                 remaining: Some(left),
             } => write!(
                 f,
-                "lock {name:?} is held by another owner (lease ends in {left:?})"
+                "lock {name:?} is held by another owner (lease ends in {})",
+                human(*left)
             ),
             Error::Held {
                 name,
@@ -132,7 +150,11 @@ impl fmt::Display for Error {
                 "lock {name:?} is held by another owner (its key has no expiry)"
             ),
             Error::Timeout { name, waited } => {
-                write!(f, "gave up waiting for lock {name:?} after {waited:?}")
+                write!(
+                    f,
+                    "gave up waiting for lock {name:?} after {}",
+                    human(*waited)
+                )
             }
             Error::NotHeld { name } => write!(f, "lock {name:?} is no longer held by this guard"),
             Error::WouldDeadlock { name, reason } => {
@@ -148,6 +170,15 @@ impl fmt::Display for Error {
             }
             Error::Entropy { detail } => write!(f, "os random number generator failed: {detail}"),
         }
+    }
+}
+
+/// A duration for people: milliseconds below a second, else seconds with one decimal.
+fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

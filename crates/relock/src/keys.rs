@@ -83,6 +83,28 @@ impl fmt::Debug for LockKeys {
     }
 }
 
+/// Reverses the escaping of a name inside a key's hash tag; `None` if it is not well formed.
+pub(crate) fn unescape_name(escaped: &[u8]) -> Option<Vec<u8>> {
+    let mut name = Vec::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let (code, tail) = tail.split_at_checked(2)?;
+            name.push(match code {
+                b"7B" => b'{',
+                b"7D" => b'}',
+                b"25" => b'%',
+                _ => return None,
+            });
+            rest = tail;
+        } else {
+            name.push(b);
+            rest = tail;
+        }
+    }
+    Some(name)
+}
+
 /// Checks a key prefix: braces in it would become the hash tag of every lock.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
     if prefix.contains(['{', '}']) {

@@ -4,6 +4,7 @@ mod client;
 mod error;
 mod fair;
 mod grant;
+mod inspect;
 mod keeper;
 mod keys;
 mod lease;
@@ -19,6 +20,7 @@ mod token;
 
 pub use client::Client;
 pub use error::{Error, Result};
+pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
 pub use mutex::{Mutex, MutexGuard};

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+pub(crate) use redis::Script;
 
 /// A script that grants locks: `lua/fence.lua` (`next_fence`) followed by `lua/<file>`.
 macro_rules! granting_script {
@@ -24,7 +24,6 @@ macro_rules! script {
         ::std::sync::LazyLock::new(|| ::redis::Script::new(include_str!(concat!("lua/", $file))))
     };
 }
-#[expect(unused_imports, reason = "for the primitives' modules")]
 pub(crate) use script;
 
 pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");

@@ -1,0 +1,339 @@
+//! The `relock` command: run a command while holding a distributed lock on Redis, and inspect
+//! or release locks. The binary's `main` only calls [`main`]; everything else is here, on top of
+//! the `relock` library.
+//!
+//! ```text
+//! relock run NAME [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
+//! relock status [PATTERN] [--json]
+//! relock unlock NAME --force
+//! ```
+//!
+//! Redis is found from `--redis URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`;
+//! `rediss://` and `redis://user:password@host` work. Exit codes are in [`exit`].
+
+pub mod exit;
+
+mod duration;
+mod output;
+mod run;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use relock::{Client, ClientOptions};
+
+pub use duration::{parse_duration, DurationError};
+
+const EXAMPLES: &str = "\
+Examples:
+  relock run nightly-report -- ./report.sh --date today
+  relock run --no-wait --lease 1m backup -- pg_dump -f /backups/db.sql mydb
+  relock status
+  relock status 'backup*' --json
+  relock unlock nightly-report --force";
+
+/// Distributed locks on Redis, for shell scripts and cron jobs.
+#[derive(Debug, Parser)]
+#[command(name = "relock", version, about, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Redis to use.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis: String,
+    /// Namespace of the lock keys; must match the programs you coordinate with.
+    #[arg(long, global = true, default_value = "relock:")]
+    prefix: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding a lock; release it when the command exits.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Show the locks that are held: holder, fencing token, remaining lease, waiters.
+    #[command(after_help = STATUS_HELP)]
+    Status(StatusArgs),
+    /// Release a lock whoever holds it (for a holder known to be gone).
+    #[command(after_help = UNLOCK_HELP)]
+    Unlock(UnlockArgs),
+}
+
+const RUN_HELP: &str = "\
+The lock's lease is renewed while the command runs. The command gets RELOCK_NAME and
+RELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be
+refused). If the lock is lost (Redis unreachable past the lease, or the lock removed), the
+command's process group gets SIGTERM, then SIGKILL after --kill-grace, and relock exits 75.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to relock are passed to the command; the lock is
+released when it exits. relock exits with the command's code (128+N if killed by signal N).
+
+Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
+74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.
+
+Examples:
+  relock run lottery -- ./draw-winners.sh
+  relock run --wait 30s --lease 2m reindex -- ./reindex --full
+  relock run --no-wait cron:cleanup -- sh -c 'cleanup && notify'";
+
+const STATUS_HELP: &str = "\
+PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
+WAITING counts the clients (usually processes) waiting for a release.
+
+Examples:
+  relock status
+  relock status 'nightly-*' --json | jq '.[].holder'";
+
+const UNLOCK_HELP: &str = "\
+Prints what it removed, or exits 78 when nothing was held. A holder that is still alive
+learns at its next renewal that it lost the lock.
+
+Examples:
+  relock unlock nightly-report --force";
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The lock's name.
+    name: String,
+    /// Lease of the lock: how long it outlives relock if relock dies (renewed every third).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Wait at most this long for the lock (default: wait as long as it takes).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "no_wait")]
+    wait: Option<Duration>,
+    /// Do not wait: exit 73 at once if the lock is held, saying by whom.
+    #[arg(long)]
+    no_wait: bool,
+    /// After a lost lock, how long the command has to stop after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    kill_grace: Duration,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// Glob over lock names.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Print JSON (an array of objects) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct UnlockArgs {
+    /// The lock's name.
+    name: String,
+    /// Required: this releases a lock someone else holds.
+    #[arg(long)]
+    force: bool,
+}
+
+/// A failure, with the exit code it maps to and the one-line message to print.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The process exit code.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+}
+
+impl From<relock::Error> for Failure {
+    fn from(err: relock::Error) -> Self {
+        use relock::Error as E;
+        let code = match &err {
+            E::InvalidName { .. } | E::InvalidOption { .. } => exit::USAGE,
+            E::Held { .. } => exit::HELD,
+            E::Timeout { .. } => exit::TIMEOUT,
+            E::NotHeld { .. } => exit::LOST,
+            _ if err.is_auth_failure() => exit::NOPERM,
+            _ if err.is_bad_target() => exit::USAGE,
+            _ if err.is_unavailable() => exit::UNAVAILABLE,
+            _ => exit::SOFTWARE,
+        };
+        Failure::new(code, err.to_string())
+    }
+}
+
+/// Parses the command line, runs the command, prints a one-line message on failure, and
+/// returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("relock: cannot start: {e}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("relock: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let client = connect(&cli).await?;
+    match cli.command {
+        Command::Run(args) => run::run(&client, args).await,
+        Command::Status(args) => status(&client, &args).await,
+        Command::Unlock(args) => unlock(&client, &args).await,
+    }
+}
+
+async fn connect(cli: &Cli) -> Result<Client, Failure> {
+    let options = ClientOptions::default()
+        .prefix(cli.prefix.clone())
+        .holder_label(holder_label());
+    Client::connect_with_options(cli.redis.as_str(), options)
+        .await
+        .map_err(|e| {
+            let failure = Failure::from(e);
+            let message = format!(
+                "cannot use Redis at {}: {}",
+                redacted(&cli.redis),
+                failure.message
+            );
+            Failure::new(failure.code, message)
+        })
+}
+
+/// `host/pid`, shown to operators as the holder of this process's locks.
+fn holder_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().replace(':', "_"))
+        .unwrap_or_else(|_| "unknown-host".to_owned());
+    let mut label = format!("{host}/{}", std::process::id());
+    label.truncate(128);
+    label
+}
+
+/// The URL without its password, for messages.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+async fn status(client: &Client, args: &StatusArgs) -> Result<u8, Failure> {
+    let locks = client.locks(&args.pattern).await?;
+    let text = if args.json {
+        output::json(&locks)
+    } else {
+        output::table(&locks)
+    };
+    output::print(&text);
+    Ok(exit::SUCCESS)
+}
+
+async fn unlock(client: &Client, args: &UnlockArgs) -> Result<u8, Failure> {
+    if !args.force {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "refusing to release {:?} without --force (it may be held by a live process)",
+                args.name
+            ),
+        ));
+    }
+    match client.force_unlock(&args.name).await? {
+        Some(info) => {
+            output::print(&format!("removed {}\n", output::describe(&info)));
+            Ok(exit::SUCCESS)
+        }
+        None => Err(Failure::new(
+            exit::NOT_HELD,
+            format!("no lock named {:?} is held", args.name),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_printed() {
+        assert_eq!(
+            redacted("redis://app:s3cret@db:6379/0"),
+            "redis://app:***@db:6379/0"
+        );
+        assert_eq!(redacted("redis://127.0.0.1"), "redis://127.0.0.1");
+    }
+
+    #[test]
+    fn the_command_line_reads_as_documented() {
+        let cli = Cli::try_parse_from([
+            "relock",
+            "run",
+            "job",
+            "--no-wait",
+            "--lease",
+            "1m",
+            "--",
+            "echo",
+            "--lease",
+        ])
+        .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(run.command, ["echo", "--lease"]);
+        assert_eq!(run.lease, Duration::from_secs(60));
+        assert!(run.no_wait);
+        assert!(Cli::try_parse_from([
+            "relock",
+            "run",
+            "job",
+            "--wait",
+            "1s",
+            "--no-wait",
+            "--",
+            "x"
+        ])
+        .is_err());
+        assert!(Cli::try_parse_from(["relock", "run", "job", "--lease", "30", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["relock", "run", "job"]).is_err());
+    }
+}

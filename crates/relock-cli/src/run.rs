@@ -1,0 +1,194 @@
+//! `relock run`: hold a lock while a command runs.
+//!
+//! The command runs in a process group of its own, so that signals reach it exactly once
+//! (relock passes on SIGINT, SIGTERM, SIGHUP and SIGQUIT) and so that a lost lock stops
+//! everything the command started, not only its first process.
+
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use relock::{Client, Error, Lease, Lost, Mutex, MutexGuard, MutexOptions};
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::{exit, output, Failure, RunArgs};
+
+pub(crate) async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
+    let options = MutexOptions::default().lease(Lease::Renewed(args.lease));
+    let mutex = client.mutex_with_options(&args.name, options)?;
+    let mut signals = Signals::new()?;
+    let guard = tokio::select! {
+        guard = acquire(client, &mutex, &args) => guard?,
+        sig = signals.next() => {
+            return Err(Failure::new(
+                128 + sig as u8,
+                format!("interrupted by {sig} while waiting for lock {:?}", args.name),
+            ));
+        }
+    };
+    let mut child = match spawn(&args, &guard) {
+        Ok(child) => child,
+        Err(failure) => {
+            let _ = guard.unlock().await;
+            return Err(failure);
+        }
+    };
+    match supervise(&mut child, &guard, &mut signals, args.kill_grace).await? {
+        Ending::Exited(status) => finish(guard, &args.name, status).await,
+        Ending::Lost(reason) => Err(Failure::new(
+            exit::LOST,
+            format!(
+                "lost lock {:?} while the command ran ({reason}); the command was stopped",
+                args.name
+            ),
+        )),
+    }
+}
+
+async fn acquire(client: &Client, mutex: &Mutex, args: &RunArgs) -> Result<MutexGuard, Failure> {
+    let result = if args.no_wait {
+        mutex.try_lock().await
+    } else if let Some(wait) = args.wait {
+        mutex.lock_timeout(wait).await
+    } else {
+        mutex.lock().await
+    };
+    match result {
+        Ok(guard) => Ok(guard),
+        Err(Error::Held { .. }) => {
+            let holder = match client.lock_info(&args.name).await {
+                Ok(Some(info)) => output::describe(&info),
+                _ => format!("lock {:?} is held", args.name),
+            };
+            Err(Failure::new(
+                exit::HELD,
+                format!("{holder}; not waiting (--no-wait)"),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
+    Command::new(program)
+        .args(rest)
+        .env("RELOCK_NAME", &args.name)
+        .env("RELOCK_FENCE", guard.fence().to_string())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Failure::new(exit::CANNOT_RUN, format!("cannot run {program:?}: {e}")))
+}
+
+enum Ending {
+    Exited(ExitStatus),
+    Lost(Lost),
+}
+
+async fn supervise(
+    child: &mut Child,
+    guard: &MutexGuard,
+    signals: &mut Signals,
+    kill_grace: Duration,
+) -> Result<Ending, Failure> {
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status.map_err(|e| Failure::new(exit::SOFTWARE, format!("waiting for the command: {e}")))?;
+                return Ok(Ending::Exited(status));
+            }
+            reason = guard.lost() => {
+                stop(child, group, kill_grace).await;
+                return Ok(Ending::Lost(reason));
+            }
+            sig = signals.next() => {
+                if let Some(group) = group {
+                    let _ = killpg(group, sig);
+                }
+            }
+        }
+    }
+}
+
+/// SIGTERM to the command's process group, then SIGKILL if it is still there after `grace`.
+async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGTERM);
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        if let Some(group) = group {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+        let _ = child.wait().await;
+    }
+}
+
+/// Releases the lock after the command exited and picks the exit code: the command's own
+/// when the lock held throughout, the lost-lock code when it did not.
+async fn finish(guard: MutexGuard, name: &str, status: ExitStatus) -> Result<u8, Failure> {
+    let held_throughout = guard.is_held();
+    match guard.unlock().await {
+        Ok(()) if held_throughout => Ok(exit_code(status)),
+        Ok(()) | Err(Error::NotHeld { .. }) => Err(Failure::new(
+            exit::LOST,
+            format!("lock {name:?} was lost before the command finished"),
+        )),
+        Err(e) => {
+            eprintln!("relock: could not release lock {name:?} ({e}); it ends with its lease");
+            Ok(exit_code(status))
+        }
+    }
+}
+
+/// The command's exit code, or 128 + the signal that killed it, as shells report it.
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(exit::SOFTWARE),
+        (None, Some(sig)) => u8::try_from(128 + (sig & 0x7f)).unwrap_or(exit::SOFTWARE),
+        (None, None) => exit::SOFTWARE,
+    }
+}
+
+/// The signals relock passes on to the command.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, Failure> {
+        let listen = |kind| {
+            signal(kind).map_err(|e| {
+                Failure::new(exit::SOFTWARE, format!("cannot listen for signals: {e}"))
+            })
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+            hangup: listen(SignalKind::hangup())?,
+            quit: listen(SignalKind::quit())?,
+        })
+    }
+
+    /// The next signal received.
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+            _ = self.quit.recv() => Signal::SIGQUIT,
+        }
+    }
+}
