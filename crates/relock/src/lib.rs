@@ -21,6 +21,7 @@ pub use client::Client;
 pub use error::{Error, Result};
 pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
+pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
 pub use token::Fence;
