@@ -2,17 +2,18 @@
 //!
 //! Random sequences of operations by three owners, each with its own client, on two names: a
 //! mutex's try_lock, unlock and extend, a multi-lock's try_lock, unlock and extend over both
-//! names, and the end of a lease, modelled by deleting the name's key. Every operation runs
-//! against a real redis-server and against the model; every reply must be the one the model
-//! predicts, each name's key must exist exactly when the model says the name is held, and each
-//! name's fences must strictly increase.
+//! names, and the end of a lease, modelled by deleting the name's key. Unlock and extend act on
+//! one of the guards taken so far, stale ones included, so that most of them reach Redis. Every
+//! operation runs against a real redis-server and against the model; every reply must be the
+//! one the model predicts, each name's key must exist exactly when the model says the name is
+//! held, and each name's fences must strictly increase.
 
 mod common;
 
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::TestCaseError;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use redis::aio::MultiplexedConnection;
 use relock::{Client, Error, Fence, Lease, MultiMutexGuard, MutexGuard, MutexOptions};
 use relock_testkit::RedisServer;
@@ -23,6 +24,7 @@ const NAMES: [&str; 2] = ["left", "right"];
 /// Long enough that nothing expires within a case unless an operation says so.
 const LEASE: Duration = Duration::from_secs(60);
 
+/// `pick` chooses among the guards of that kind not yet unlocked (modulo their number).
 #[derive(Clone, Copy, Debug)]
 enum Op {
     TryLock {
@@ -30,12 +32,10 @@ enum Op {
         name: usize,
     },
     Unlock {
-        owner: usize,
-        name: usize,
+        pick: usize,
     },
     Extend {
-        owner: usize,
-        name: usize,
+        pick: usize,
     },
     /// The lease of a name ends, whoever holds it.
     Expire {
@@ -47,25 +47,26 @@ enum Op {
         reversed: bool,
     },
     MultiUnlock {
-        owner: usize,
+        pick: usize,
     },
     MultiExtend {
-        owner: usize,
+        pick: usize,
     },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let owner = 0..OWNERS;
     let name = 0..NAMES.len();
+    let pick = 0..4usize;
     prop_oneof![
         4 => (owner.clone(), name.clone()).prop_map(|(owner, name)| Op::TryLock { owner, name }),
-        3 => (owner.clone(), name.clone()).prop_map(|(owner, name)| Op::Unlock { owner, name }),
-        1 => (owner.clone(), name.clone()).prop_map(|(owner, name)| Op::Extend { owner, name }),
+        3 => pick.clone().prop_map(|pick| Op::Unlock { pick }),
+        2 => pick.clone().prop_map(|pick| Op::Extend { pick }),
         2 => name.prop_map(|name| Op::Expire { name }),
-        3 => (owner.clone(), any::<bool>())
+        3 => (owner, any::<bool>())
             .prop_map(|(owner, reversed)| Op::MultiTryLock { owner, reversed }),
-        2 => owner.clone().prop_map(|owner| Op::MultiUnlock { owner }),
-        1 => owner.prop_map(|owner| Op::MultiExtend { owner }),
+        2 => pick.clone().prop_map(|pick| Op::MultiUnlock { pick }),
+        2 => pick.prop_map(|pick| Op::MultiExtend { pick }),
     ]
 }
 
@@ -75,11 +76,11 @@ enum Reply {
     Ok,
     Held,
     NotHeld,
-    /// The owner had no guard to act on: nothing was sent.
+    /// No guard of that kind was left to act on: nothing was sent.
     NoGuard,
 }
 
-/// One grant: which names Redis should show held by it.
+/// Tells grants apart in the model.
 type GrantId = u64;
 
 /// Who holds each name, as far as the model knows.
@@ -90,6 +91,7 @@ struct Model {
 }
 
 impl Model {
+    /// A new grant of `names` if none of them is held.
     fn grant(&mut self, names: &[usize]) -> Option<GrantId> {
         if names.iter().any(|&n| self.holder[n].is_some()) {
             return None;
@@ -101,32 +103,25 @@ impl Model {
         Some(self.next)
     }
 
-    /// Whether `grant` still holds every one of `names`.
-    fn holds(&self, grant: GrantId, names: &[usize]) -> bool {
-        names.iter().all(|&n| self.holder[n] == Some(grant))
-    }
-
-    /// Releases what `grant` still holds of `names`: `Ok` if that was all of them.
-    fn release(&mut self, grant: GrantId, names: &[usize]) -> Reply {
-        let all = self.holds(grant, names);
-        for &n in names {
-            if self.holder[n] == Some(grant) {
-                self.holder[n] = None;
-            }
-        }
-        if all {
+    /// `Ok` if `grant` still holds every one of `names`.
+    fn check(&self, grant: GrantId, names: &[usize]) -> Reply {
+        if names.iter().all(|&n| self.holder[n] == Some(grant)) {
             Reply::Ok
         } else {
             Reply::NotHeld
         }
     }
-}
 
-/// What each owner really holds.
-#[derive(Default)]
-struct Owner {
-    singles: [Option<(MutexGuard, GrantId)>; 2],
-    multi: Option<(MultiMutexGuard, GrantId)>,
+    /// Releases what `grant` still holds of `names`: `Ok` if that was all of them.
+    fn release(&mut self, grant: GrantId, names: &[usize]) -> Reply {
+        let reply = self.check(grant, names);
+        for &n in names {
+            if self.holder[n] == Some(grant) {
+                self.holder[n] = None;
+            }
+        }
+        reply
+    }
 }
 
 fn reply_of<T>(result: relock::Result<T>) -> Result<(Reply, Option<T>), TestCaseError> {
@@ -138,13 +133,26 @@ fn reply_of<T>(result: relock::Result<T>) -> Result<(Reply, Option<T>), TestCase
     }
 }
 
+fn fail(e: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
+fn pick<T>(guards: &[T], pick: usize) -> Option<usize> {
+    (!guards.is_empty()).then(|| pick % guards.len())
+}
+
+/// One case: the owners' clients, the guards they took and have not unlocked (stale or not,
+/// each with its grant and names), the model, and the last fence seen per name.
 struct Case {
     clients: Vec<Client>,
-    owners: Vec<Owner>,
+    singles: Vec<(MutexGuard, GrantId, usize)>,
+    multis: Vec<(MultiMutexGuard, GrantId)>,
     model: Model,
     last_fence: [Option<Fence>; 2],
     conn: MultiplexedConnection,
 }
+
+const BOTH: [usize; 2] = [0, 1];
 
 impl Case {
     fn options() -> MutexOptions {
@@ -159,45 +167,37 @@ impl Case {
         Ok(())
     }
 
+    /// Runs `op` for real and in the model: (what Redis replied, what the model predicts).
     async fn run(&mut self, op: Op) -> Result<(Reply, Reply), TestCaseError> {
-        let both = [0, 1];
         Ok(match op {
             Op::TryLock { owner, name } => {
                 let mutex = self.clients[owner]
                     .mutex_with_options(NAMES[name], Self::options())
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
                 let (real, guard) = reply_of(mutex.try_lock().await)?;
                 let granted = self.model.grant(&[name]);
                 if let Some(guard) = guard {
                     self.record_fence(name, guard.fence())?;
                     if let Some(grant) = granted {
-                        self.owners[owner].singles[name] = Some((guard, grant));
+                        self.singles.push((guard, grant, name));
                     }
                 }
-                let model = if granted.is_some() {
-                    Reply::Ok
-                } else {
-                    Reply::Held
-                };
-                (real, model)
+                (real, granted.map_or(Reply::Held, |_| Reply::Ok))
             }
-            Op::Unlock { owner, name } => match self.owners[owner].singles[name].take() {
+            Op::Unlock { pick: p } => match pick(&self.singles, p) {
                 None => (Reply::NoGuard, Reply::NoGuard),
-                Some((guard, grant)) => {
+                Some(at) => {
+                    let (guard, grant, name) = self.singles.remove(at);
                     let (real, _) = reply_of(guard.unlock().await)?;
                     (real, self.model.release(grant, &[name]))
                 }
             },
-            Op::Extend { owner, name } => match &self.owners[owner].singles[name] {
+            Op::Extend { pick: p } => match pick(&self.singles, p) {
                 None => (Reply::NoGuard, Reply::NoGuard),
-                Some((guard, grant)) => {
+                Some(at) => {
+                    let (guard, grant, name) = &self.singles[at];
                     let (real, _) = reply_of(guard.extend(LEASE).await)?;
-                    let model = if self.model.holds(*grant, &[name]) {
-                        Reply::Ok
-                    } else {
-                        Reply::NotHeld
-                    };
-                    (real, model)
+                    (real, self.model.check(*grant, &[*name]))
                 }
             },
             Op::Expire { name } => {
@@ -205,7 +205,7 @@ impl Case {
                     .arg(format!("relock:{{{}}}:mutex", NAMES[name]))
                     .exec_async(&mut self.conn)
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
                 self.model.holder[name] = None;
                 (Reply::Ok, Reply::Ok)
             }
@@ -217,44 +217,34 @@ impl Case {
                 };
                 let multi = self.clients[owner]
                     .multi_mutex_with_options(names, Self::options())
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
                 let (real, guard) = reply_of(multi.try_lock().await)?;
-                let granted = self.model.grant(&both);
+                let granted = self.model.grant(&BOTH);
                 if let Some(guard) = guard {
                     for (i, name) in NAMES.iter().enumerate() {
-                        let fence = guard
-                            .fence(name)
-                            .ok_or_else(|| TestCaseError::fail("a name without a fence"))?;
+                        let fence = guard.fence(name).ok_or_else(|| fail("no fence"))?;
                         self.record_fence(i, fence)?;
                     }
                     if let Some(grant) = granted {
-                        self.owners[owner].multi = Some((guard, grant));
+                        self.multis.push((guard, grant));
                     }
                 }
-                let model = if granted.is_some() {
-                    Reply::Ok
-                } else {
-                    Reply::Held
-                };
-                (real, model)
+                (real, granted.map_or(Reply::Held, |_| Reply::Ok))
             }
-            Op::MultiUnlock { owner } => match self.owners[owner].multi.take() {
+            Op::MultiUnlock { pick: p } => match pick(&self.multis, p) {
                 None => (Reply::NoGuard, Reply::NoGuard),
-                Some((guard, grant)) => {
+                Some(at) => {
+                    let (guard, grant) = self.multis.remove(at);
                     let (real, _) = reply_of(guard.unlock().await)?;
-                    (real, self.model.release(grant, &both))
+                    (real, self.model.release(grant, &BOTH))
                 }
             },
-            Op::MultiExtend { owner } => match &self.owners[owner].multi {
+            Op::MultiExtend { pick: p } => match pick(&self.multis, p) {
                 None => (Reply::NoGuard, Reply::NoGuard),
-                Some((guard, grant)) => {
+                Some(at) => {
+                    let (guard, grant) = &self.multis[at];
                     let (real, _) = reply_of(guard.extend(LEASE).await)?;
-                    let model = if self.model.holds(*grant, &both) {
-                        Reply::Ok
-                    } else {
-                        Reply::NotHeld
-                    };
-                    (real, model)
+                    (real, self.model.check(*grant, &BOTH))
                 }
             },
         })
@@ -267,7 +257,7 @@ impl Case {
                 .arg(format!("relock:{{{name}}}:mutex"))
                 .query_async(&mut self.conn)
                 .await
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                .map_err(fail)?;
             prop_assert_eq!(
                 exists,
                 self.model.holder[i].is_some(),
@@ -287,13 +277,14 @@ async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
         clients.push(common::client(&server).await);
     }
     let conn = redis::Client::open(server.url().as_str())
-        .map_err(|e| TestCaseError::fail(e.to_string()))?
+        .map_err(fail)?
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        .map_err(fail)?;
     let mut case = Case {
         clients,
-        owners: (0..OWNERS).map(|_| Owner::default()).collect(),
+        singles: Vec::new(),
+        multis: Vec::new(),
         model: Model::default(),
         last_fence: [None, None],
         conn,
@@ -307,14 +298,21 @@ async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // Shrunk failures are kept with the crate, and replayed before new cases are generated.
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/mutex_model.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
-    fn replies_match_the_model(ops in prop::collection::vec(op(), 1..=25)) {
+    fn replies_match_the_model(ops in prop::collection::vec(op(), 5..=25)) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            .map_err(fail)?;
         runtime.block_on(run_case(ops))?;
     }
 }
