@@ -267,15 +267,13 @@ impl fmt::Debug for MultiMutex {
 
 /// `[a, b, c]`, or the first few names and a count of the rest.
 fn display_names(members: &[Member]) -> String {
-    let mut shown: Vec<&str> = members
+    let mut shown: Vec<String> = members
         .iter()
         .take(NAMES_SHOWN)
-        .map(|m| m.display.as_str())
+        .map(|m| m.display.clone())
         .collect();
-    let more = members.len().saturating_sub(NAMES_SHOWN);
-    let rest = format!("… {more} more");
-    if more > 0 {
-        shown.push(&rest);
+    if members.len() > NAMES_SHOWN {
+        shown.push(format!("… {} more", members.len() - NAMES_SHOWN));
     }
     format!("[{}]", shown.join(", "))
 }
