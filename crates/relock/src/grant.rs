@@ -8,7 +8,9 @@
 //! `{0, pttl}` when held by others (`pttl` -1 when unknown);
 //! release and extend reply `1` done, `0` nothing held, `-1` held by another owner.
 
+use std::future::{poll_fn, Future};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
@@ -18,7 +20,7 @@ use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::keeper::Renewal;
 use crate::lease::{LeaseState, Lost};
-use crate::notify::Target;
+use crate::notify::{Target, Waiter};
 use crate::options::{lease_millis, Lease};
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -39,6 +41,16 @@ pub(crate) trait Resource: Send + Sync + 'static {
     fn lease_ms(&self) -> u64;
     /// Where releases of this lock are announced.
     fn wake_channel(&self) -> &[u8];
+
+    /// Every channel whose releases may let a refused attempt through; a waiter is woken by a
+    /// release on any of them. By default the one [`wake_channel`](Resource::wake_channel).
+    ///
+    /// A lock of several channels can be refused while the lock of the channel that woke it is
+    /// free (another of its names is still held). Its waiter then passes that wake on to the
+    /// next waiter of the channel, which the release may have been meant for.
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.wake_channel())
+    }
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
     fn extend_script(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
@@ -99,16 +111,16 @@ pub(crate) async fn acquire<R: Resource>(
     } else {
         Target::Any
     };
-    let waiter = resource
-        .shared()
-        .notifier
-        .wait_on(resource.wake_channel().to_vec(), target)
-        .await;
+    let waiters = Waiters::register(resource, target).await;
+    let mut woken_by = None;
     loop {
         let remaining = match attempt.send().await? {
             Reply::Granted { fences, sent_at } => return Ok(attempt.into_held(fences, sent_at)),
             Reply::Held { remaining } => remaining,
         };
+        if let Some(waiter) = woken_by.take() {
+            waiters.refused_after_wake(waiter);
+        }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             return Err(Error::Timeout {
@@ -118,9 +130,77 @@ pub(crate) async fn acquire<R: Resource>(
         }
         let wake_at = now + nap(resource.shared().options.wake_fallback, remaining);
         let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-        tokio::select! {
-            () = waiter.woken() => {}
-            () = tokio::time::sleep_until(wake_at) => {}
+        woken_by = tokio::select! {
+            waiter = waiters.woken() => waiter,
+            () = tokio::time::sleep_until(wake_at) => None,
+        };
+    }
+}
+
+/// A waiter's registrations, one per wake channel of the resource. The first is kept apart so
+/// that a lock of one channel waits exactly as it would without the others.
+struct Waiters {
+    first: Option<Waiter>,
+    more: Vec<Waiter>,
+}
+
+impl Waiters {
+    async fn register<R: Resource>(resource: &Arc<R>, target: Target) -> Waiters {
+        let (first, more) = {
+            let mut channels = resource.wake_channels().map(<[u8]>::to_vec);
+            (channels.next(), channels.collect::<Vec<_>>())
+        };
+        let notifier = &resource.shared().notifier;
+        let mut waiters = Vec::with_capacity(more.len());
+        for channel in more {
+            waiters.push(notifier.wait_on(channel, target.clone()).await);
+        }
+        let first = match first {
+            Some(channel) => Some(notifier.wait_on(channel, target).await),
+            None => None,
+        };
+        Waiters {
+            first,
+            more: waiters,
+        }
+    }
+
+    /// Completes when a release is announced on any channel, with the registration woken.
+    async fn woken(&self) -> Option<&Waiter> {
+        let Some(first) = &self.first else {
+            return std::future::pending().await;
+        };
+        if self.more.is_empty() {
+            first.woken().await;
+            return Some(first);
+        }
+        let mut pending: Vec<_> = std::iter::once(first)
+            .chain(&self.more)
+            .map(|waiter| {
+                Box::pin(async move {
+                    waiter.woken().await;
+                    waiter
+                })
+            })
+            .collect();
+        poll_fn(|cx| {
+            pending
+                .iter_mut()
+                .find_map(|woken| match woken.as_mut().poll(cx) {
+                    Poll::Ready(waiter) => Some(waiter),
+                    Poll::Pending => None,
+                })
+                .map_or(Poll::Pending, |waiter| Poll::Ready(Some(waiter)))
+        })
+        .await
+    }
+
+    /// After a refusal that followed a wake on `waiter`'s channel: with several channels the
+    /// lock of that channel may be free, held back only by another one, so the wake goes on to
+    /// the waiter behind.
+    fn refused_after_wake(&self, waiter: &Waiter) {
+        if !self.more.is_empty() {
+            waiter.pass_on();
         }
     }
 }
@@ -257,7 +337,6 @@ impl<R: Resource> Held<R> {
         self.fences.first().copied().unwrap_or(Fence::new(0))
     }
 
-    #[expect(dead_code, reason = "for the locks of several names")]
     pub(crate) fn fences(&self) -> &[Fence] {
         &self.fences
     }

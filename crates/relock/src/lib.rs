@@ -23,6 +23,7 @@ pub use error::{Error, Result};
 pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
+pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
 pub use token::Fence;

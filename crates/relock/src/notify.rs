@@ -164,6 +164,22 @@ impl Waiter {
     }
 }
 
+impl Waiter {
+    /// Wakes the next waiter registered after this one, for a waiter that a release on this
+    /// channel woke but that was refused for a reason of its own (another lock it needs too is
+    /// held): the release may have freed this channel's lock for a waiter behind it. Passing
+    /// only forward, in registration order, ends the chain at the last waiter.
+    pub(crate) fn pass_on(&self) {
+        let mut registry = lock(&self.notifier.registry);
+        let Some(slots) = registry.channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(at) = slots.iter().position(|slot| slot.id == self.id) {
+            wake_any(&mut slots[at + 1..], 1);
+        }
+    }
+}
+
 impl Drop for Waiter {
     fn drop(&mut self) {
         self.notifier.leave(&self.channel, self.id);

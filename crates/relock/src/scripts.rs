@@ -15,7 +15,6 @@ macro_rules! granting_script {
         })
     };
 }
-#[expect(unused_imports, reason = "for the primitives' modules")]
 pub(crate) use granting_script;
 
 /// A script from `lua/<file>`.

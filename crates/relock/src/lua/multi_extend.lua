@@ -1,0 +1,19 @@
+-- Sets a new lease on every name of a multi-lock, if the caller still holds
+-- them all; otherwise changes nothing.
+-- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] lease ms
+-- Returns 1 extended, 0 the caller holds none of them, -1 only some.
+local token = ARGV[1]
+local ours = 0
+for _, key in ipairs(KEYS) do
+  local held = redis.pcall('GET', key)
+  if type(held) == 'string' and string.sub(held, 1, #token) == token then
+    ours = ours + 1
+  end
+end
+if ours < #KEYS then
+  return ours == 0 and 0 or -1
+end
+for _, key in ipairs(KEYS) do
+  redis.call('PEXPIRE', key, ARGV[2])
+end
+return 1
