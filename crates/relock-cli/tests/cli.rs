@@ -180,8 +180,9 @@ fn a_killed_relock_frees_the_lock_after_its_lease_not_before() {
     assert!(waited < Duration::from_millis(3000), "{waited:?}");
 }
 
-#[test]
-fn a_deleted_lock_stops_the_command_with_sigterm_and_exits_75() {
+/// Runs a command that records SIGTERM under lock `name`, injects `fault` once the lock is
+/// held, and checks that relock stopped the command with SIGTERM and exited with the lost code.
+fn assert_fault_stops_the_command(name: &str, fault: impl FnOnce(&RedisServer)) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let mark = dir.path().join("term");
@@ -192,18 +193,17 @@ fn a_deleted_lock_stops_the_command_with_sigterm_and_exits_75() {
     let run = Background {
         child: relock(
             &server,
-            &[
-                "run", "--lease", "900ms", "doomed", "--", "sh", "-c", &script,
-            ],
+            &["run", "--lease", "900ms", name, "--", "sh", "-c", &script],
         )
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn"),
         group_file: None,
     };
-    wait_until_held(&server, "doomed");
-    server.cli(&["DEL", "relock:{doomed}:mutex"]);
+    wait_until_held(&server, name);
+    fault(&server);
     let out = finish(run, Duration::from_secs(10));
+    server.resume();
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert!(stderr(&out).contains("lost lock"), "{}", stderr(&out));
     assert_eq!(
@@ -215,37 +215,15 @@ fn a_deleted_lock_stops_the_command_with_sigterm_and_exits_75() {
 }
 
 #[test]
+fn a_deleted_lock_stops_the_command_with_sigterm_and_exits_75() {
+    assert_fault_stops_the_command("doomed", |server| {
+        server.cli(&["DEL", "relock:{doomed}:mutex"]);
+    });
+}
+
+#[test]
 fn redis_paused_past_the_lease_stops_the_command_and_exits_75() {
-    let server = RedisServer::start();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mark = dir.path().join("term");
-    let script = format!(
-        "trap 'echo TERM > {}; exit 143' TERM; while true; do sleep 0.05; done",
-        mark.display()
-    );
-    let run = Background {
-        child: relock(
-            &server,
-            &[
-                "run", "--lease", "900ms", "stalled", "--", "sh", "-c", &script,
-            ],
-        )
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn"),
-        group_file: None,
-    };
-    wait_until_held(&server, "stalled");
-    server.pause();
-    let out = finish(run, Duration::from_secs(10));
-    server.resume();
-    assert_eq!(code(&out), 75, "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(&mark)
-            .expect("the command got SIGTERM")
-            .trim(),
-        "TERM"
-    );
+    assert_fault_stops_the_command("stalled", RedisServer::pause);
 }
 
 #[test]
