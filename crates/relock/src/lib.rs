@@ -19,10 +19,12 @@ mod token;
 
 pub use client::Client;
 pub use error::{Error, Result};
+pub use fair::{FairMutex, FairMutexGuard};
 pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
 pub use token::Fence;
 
 #[cfg(test)]
