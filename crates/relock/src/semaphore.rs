@@ -498,9 +498,9 @@ impl Semaphore {
             .await
             .map_err(|e| Error::from_redis(e, &inner.name))?;
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
-        match reply.as_slice() {
-            &[-1, held] => Ok((inner.permits, count(held))),
-            &[total, held] if total >= 0 && held >= 0 => Ok((count(total), count(held))),
+        match *reply.as_slice() {
+            [-1, held] => Ok((inner.permits, count(held))),
+            [total, held] if total >= 0 && held >= 0 => Ok((count(total), count(held))),
             _ => Err(Error::UnexpectedReply {
                 detail: format!("semaphore state replied {reply:?}"),
             }),
