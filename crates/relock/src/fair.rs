@@ -535,3 +535,126 @@ impl fmt::Debug for FairMutexGuard {
             .finish()
     }
 }
+
+/// The fair mutex's scripts, run directly against a real server.
+#[cfg(test)]
+mod tests {
+    use redis::aio::MultiplexedConnection;
+    use relock_testkit::RedisServer;
+
+    use super::*;
+
+    const LOCK: &str = "t:{f}:fair";
+    const LINE: &str = "t:{f}:fair-line";
+    const PLACES: &str = "t:{f}:fair-places";
+    const FENCE: &str = "t:{f}:fence";
+    const WAKE: &str = "t:{f}:fair-wake";
+
+    async fn conn(server: &RedisServer) -> MultiplexedConnection {
+        redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect")
+    }
+
+    async fn acquire(c: &mut MultiplexedConnection, token: &str, place_ms: u64) -> Vec<i64> {
+        ACQUIRE
+            .key(LOCK)
+            .key(LINE)
+            .key(PLACES)
+            .key(FENCE)
+            .arg(token)
+            .arg(10_000)
+            .arg(60_000)
+            .arg("")
+            .arg(place_ms)
+            .arg(WAKE)
+            .invoke_async(c)
+            .await
+            .expect("acquire")
+    }
+
+    async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
+        RELEASE
+            .key(LOCK)
+            .key(LINE)
+            .key(PLACES)
+            .arg(token)
+            .arg(WAKE)
+            .invoke_async(c)
+            .await
+            .expect("release")
+    }
+
+    fn line(server: &RedisServer) -> String {
+        server.cli(&["ZRANGE", LINE, "0", "-1"])
+    }
+
+    #[tokio::test]
+    async fn the_line_is_served_in_order_and_retries_are_idempotent() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let granted = acquire(&mut c, "a:", 5_000).await;
+        assert_eq!(granted[0], 1);
+        assert_eq!(acquire(&mut c, "a:", 5_000).await, granted, "a retry");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        assert_eq!(acquire(&mut c, "c:", 5_000).await[0], 0);
+        assert_eq!(
+            acquire(&mut c, "b:", 5_000).await[0],
+            0,
+            "b keeps its place"
+        );
+        assert_eq!(acquire(&mut c, "t:", 0).await[0], 0, "no place taken");
+        assert_eq!(line(&server), "b:\nc:");
+        let ttl: i64 = server.cli(&["PTTL", PLACES]).parse().expect("pttl");
+        assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
+
+        assert_eq!(release(&mut c, "b:").await, -1, "b does not hold it");
+        assert_eq!(line(&server), "c:", "but b left the line");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        assert_eq!(line(&server), "c:\nb:", "and joins at the back again");
+        assert_eq!(release(&mut c, "a:").await, 1);
+        // Free, but promised to c: neither b nor a newcomer may take it.
+        let refused = acquire(&mut c, "b:", 5_000).await;
+        assert_eq!(refused[0], 0);
+        assert!(
+            refused[1] > 4_000 && refused[1] <= 5_000,
+            "c's place: {refused:?}"
+        );
+        assert_eq!(acquire(&mut c, "t:", 0).await[0], 0);
+        let c_grant = acquire(&mut c, "c:", 5_000).await;
+        assert_eq!(c_grant[0], 1);
+        assert!(c_grant[1] > granted[1]);
+        assert_eq!(line(&server), "b:");
+        assert_eq!(release(&mut c, "c:").await, 1);
+        assert_eq!(release(&mut c, "c:").await, 0);
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
+        assert_eq!(line(&server), "");
+    }
+
+    #[tokio::test]
+    async fn places_that_ran_out_are_dropped_by_the_servers_clock() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "a:", 5_000).await;
+        acquire(&mut c, "dead:", 5_000).await;
+        acquire(&mut c, "b:", 5_000).await;
+        server.cli(&["ZADD", PLACES, "1", "dead:"]);
+        release(&mut c, "a:").await;
+        assert_eq!(line(&server), "b:", "the release dropped the dead waiter");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
+        // A waiter in line without a place is dropped rather than blocking the line.
+        acquire(&mut c, "x:", 5_000).await;
+        server.cli(&["ZREM", PLACES, "x:"]);
+        release(&mut c, "b:").await;
+        assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn is_send_sync<T: Send + Sync + 'static>() {}
+        is_send_sync::<FairMutex>();
+        is_send_sync::<FairMutexGuard>();
+    }
+}

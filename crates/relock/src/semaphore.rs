@@ -782,3 +782,144 @@ impl fmt::Debug for SemaphorePermit {
             .finish()
     }
 }
+
+/// The semaphore's scripts, run directly against a real server.
+#[cfg(test)]
+mod tests {
+    use redis::aio::MultiplexedConnection;
+    use relock_testkit::RedisServer;
+
+    use super::*;
+
+    const HASH: &str = "t:{s}:sem";
+    const FENCE: &str = "t:{s}:fence";
+    const WAKE: &str = "t:{s}:sem-wake";
+
+    async fn conn(server: &RedisServer) -> MultiplexedConnection {
+        redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect")
+    }
+
+    async fn acquire(
+        c: &mut MultiplexedConnection,
+        field: &str,
+        asked: u32,
+        total: u32,
+    ) -> redis::RedisResult<Vec<i64>> {
+        ACQUIRE
+            .key(HASH)
+            .key(FENCE)
+            .arg(field)
+            .arg(asked)
+            .arg(10_000)
+            .arg(60_000)
+            .arg(total)
+            .invoke_async(c)
+            .await
+    }
+
+    async fn release(c: &mut MultiplexedConnection, field: &str) -> i64 {
+        RELEASE
+            .key(HASH)
+            .arg(field)
+            .arg(WAKE)
+            .invoke_async(c)
+            .await
+            .expect("release")
+    }
+
+    #[tokio::test]
+    async fn grants_fit_under_the_stored_total_and_retries_are_one_grant() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let first = acquire(&mut c, "a:2", 2, 3).await.expect("acquire");
+        assert_eq!(first[0], 1);
+        assert_eq!(server.cli(&["HGET", HASH, "permits"]), "3", "stored");
+        let ttl: i64 = server.cli(&["PTTL", HASH]).parse().expect("pttl");
+        assert!(ttl > 60_000 && ttl <= 70_000, "lease + fence memory: {ttl}");
+        // The same grant again (a lost reply): still one grant of 2, with a higher fence.
+        let retried = acquire(&mut c, "a:2", 2, 3).await.expect("acquire");
+        assert_eq!(retried[0], 1);
+        assert!(retried[1] > first[1]);
+        assert_eq!(server.cli(&["HLEN", HASH]), "2", "the total and one grant");
+        let refused = acquire(&mut c, "b:2", 2, 3).await.expect("acquire");
+        assert_eq!(refused[0], 0);
+        assert!(refused[1] > 9_000 && refused[1] <= 10_000, "{refused:?}");
+        // A handle made with a larger total changes nothing.
+        assert_eq!(acquire(&mut c, "b:2", 2, 9).await.expect("acquire")[0], 0);
+        assert_eq!(acquire(&mut c, "c:1", 1, 3).await.expect("acquire")[0], 1);
+        let over = acquire(&mut c, "d:4", 4, 3)
+            .await
+            .expect_err("over the total");
+        assert_eq!(over.code(), Some(OVER_TOTAL));
+        assert_eq!(over.detail().map(str::trim), Some("3"));
+
+        assert_eq!(release(&mut c, "b:2").await, 0, "never granted");
+        assert_eq!(release(&mut c, "a:2").await, 1);
+        assert_eq!(release(&mut c, "a:2").await, 0, "already given back");
+        let state: Vec<i64> = STATE.key(HASH).invoke_async(&mut c).await.expect("state");
+        assert_eq!(state, vec![3, 1]);
+    }
+
+    #[tokio::test]
+    async fn extend_and_set_touch_only_what_they_should() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "a:1", 1, 2).await.expect("acquire");
+        let extend = |c: &mut MultiplexedConnection, field: &'static str| {
+            let mut c = c.clone();
+            async move {
+                EXTEND
+                    .key(HASH)
+                    .arg(field)
+                    .arg(500_000)
+                    .arg(60_000)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("extend")
+            }
+        };
+        assert_eq!(extend(&mut c, "b:1").await, 0, "not a grant");
+        assert_eq!(extend(&mut c, "a:1").await, 1);
+        let ttl: i64 = server.cli(&["PTTL", HASH]).parse().expect("pttl");
+        assert!(ttl > 500_000, "the hash outlives the extended grant: {ttl}");
+        // An ended grant cannot be extended back to life.
+        server.cli(&["HSET", HASH, "a:1", "1"]);
+        assert_eq!(extend(&mut c, "a:1").await, 0);
+        assert_eq!(server.cli(&["HEXISTS", HASH, "a:1"]), "0");
+
+        let set = |c: &mut MultiplexedConnection, total: u32| {
+            let mut c = c.clone();
+            async move {
+                SET_TOTAL
+                    .key(HASH)
+                    .arg(total)
+                    .arg(70_000)
+                    .arg(WAKE)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("set")
+            }
+        };
+        acquire(&mut c, "c:2", 2, 2).await.expect("acquire");
+        set(&mut c, 1).await;
+        assert_eq!(
+            server.cli(&["HEXISTS", HASH, "c:2"]),
+            "1",
+            "lowering takes nothing"
+        );
+        let state: Vec<i64> = STATE.key(HASH).invoke_async(&mut c).await.expect("state");
+        assert_eq!(state, vec![1, 2]);
+    }
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn is_send_sync<T: Send + Sync + 'static>() {}
+        is_send_sync::<Semaphore>();
+        is_send_sync::<SemaphorePermit>();
+        is_send_sync::<SemaphoreOptions>();
+    }
+}
