@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::client_with;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use relock::{ClientOptions, Error, FairMutex, FairMutexGuard, Lease, MutexOptions};
 use relock_testkit::RedisServer;
 use tokio::task::JoinHandle;
@@ -202,7 +203,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        // Relative to the package, where cargo runs integration tests.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/fair_model.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn the_fair_mutex_behaves_as_its_model(ops in proptest::collection::vec(op(), 1..25)) {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::client;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use relock::{Error, Lease, Semaphore, SemaphoreOptions, SemaphorePermit};
 use relock_testkit::RedisServer;
 
@@ -167,7 +168,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        // Relative to the package, where cargo runs integration tests.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/semaphore_model.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn the_semaphore_behaves_as_its_model(ops in proptest::collection::vec(op(), 1..25)) {
