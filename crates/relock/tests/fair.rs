@@ -361,6 +361,42 @@ async fn aborting_an_acquire_in_flight_leaves_the_lock_free_and_the_line_empty()
 }
 
 #[tokio::test]
+async fn a_former_owner_cannot_release_or_extend_the_new_owners_lock() {
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let old = a
+        .fair_mutex_with_options("handover", fixed(ms(200)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    tokio::time::sleep(ms(300)).await;
+    let new = b
+        .fair_mutex_with_options("handover", fixed(ms(5000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("free after the lease");
+    let value = server.cli(&["GET", "relock:{handover}:fair"]);
+    assert!(matches!(
+        old.extend(ms(60_000)).await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert!(matches!(old.unlock().await, Err(Error::NotHeld { .. })));
+    assert_eq!(server.cli(&["GET", "relock:{handover}:fair"]), value);
+    let pttl: i64 = server
+        .cli(&["PTTL", "relock:{handover}:fair"])
+        .parse()
+        .expect("pttl");
+    assert!(
+        pttl <= 5000,
+        "the old owner's extend must not touch it: {pttl}"
+    );
+    new.unlock().await.expect("the new owner releases");
+}
+
+#[tokio::test]
 async fn renewal_keeps_the_lock_and_lost_fires_when_it_is_deleted() {
     let server = RedisServer::start();
     let holder = client(&server).await;

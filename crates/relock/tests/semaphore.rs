@@ -127,6 +127,30 @@ async fn a_fixed_lease_gives_permits_back_when_it_ends() {
 }
 
 #[tokio::test]
+async fn a_release_after_the_lease_ended_reports_not_held() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let sem = c
+        .semaphore_with_options("late", 2, fixed(ms(200)))
+        .expect("name");
+    let permit = sem.acquire().await.expect("acquire");
+    let extended = sem.acquire().await.expect("acquire");
+    tokio::time::sleep(ms(300)).await;
+    // Nothing touched the semaphore since: the ended grants are still stored.
+    assert_eq!(server.cli(&["HLEN", "relock:{late}:sem"]), "3");
+    assert!(matches!(
+        extended.extend(ms(5000)).await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert_eq!(
+        sem.available().await.expect("available"),
+        2,
+        "the late extension did not bring the grant back"
+    );
+    assert!(matches!(permit.release().await, Err(Error::NotHeld { .. })));
+}
+
+#[tokio::test]
 async fn renewal_keeps_permits_for_three_leases() {
     let server = RedisServer::start();
     let holder = client(&server).await;
