@@ -20,12 +20,14 @@ mod token;
 
 pub use client::Client;
 pub use error::{Error, Result};
+pub use fair::{FairMutex, FairMutexGuard};
 pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
 pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
 pub use token::Fence;
 
 #[cfg(test)]

@@ -1,0 +1,17 @@
+-- Sets a new lease on a grant if it still stands.
+-- KEYS[1] semaphore hash; ARGV[1] grant field, ARGV[2] lease ms,
+-- ARGV[3] fence memory ms (how long the total outlives the lease)
+-- Returns 1 extended, 0 the grant is gone (released, or its lease ended).
+local now = server_ms()
+local expiry = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not expiry then
+  return 0
+end
+if expiry <= now then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return 0
+end
+local lease = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], now + lease)
+keep(KEYS[1], lease + tonumber(ARGV[3]))
+return 1
