@@ -23,6 +23,8 @@ pub use keys::MAX_NAME_LEN;
 pub use lease::Lost;
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
 pub use token::Fence;
 
 #[cfg(test)]

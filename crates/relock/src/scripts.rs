@@ -15,7 +15,6 @@ macro_rules! granting_script {
         })
     };
 }
-#[expect(unused_imports, reason = "for the primitives' modules")]
 pub(crate) use granting_script;
 
 /// A script from `lua/<file>`.
@@ -24,7 +23,6 @@ macro_rules! script {
         ::std::sync::LazyLock::new(|| ::redis::Script::new(include_str!(concat!("lua/", $file))))
     };
 }
-#[expect(unused_imports, reason = "for the primitives' modules")]
 pub(crate) use script;
 
 pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");
