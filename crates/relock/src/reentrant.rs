@@ -629,3 +629,84 @@ mod tests {
         assert_eq!(holder.id(), "worker-3");
     }
 }
+
+/// The scripts, run directly against a real server.
+#[cfg(test)]
+mod script_tests {
+    use redis::aio::MultiplexedConnection;
+    use relock_testkit::RedisServer;
+
+    use super::*;
+
+    const LOCK: &str = "t:{n}:rmutex";
+    const FENCE: &str = "t:{n}:fence";
+    const WAKE: &str = "t:{n}:rmutex-wake";
+
+    async fn conn(server: &RedisServer) -> MultiplexedConnection {
+        redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect")
+    }
+
+    async fn acquire(c: &mut MultiplexedConnection, token: &str, owner: &str) -> Vec<i64> {
+        ACQUIRE
+            .key(LOCK)
+            .key(FENCE)
+            .arg(token)
+            .arg(owner)
+            .arg(10_000)
+            .arg(60_000)
+            .arg("")
+            .invoke_async(c)
+            .await
+            .expect("acquire")
+    }
+
+    async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
+        RELEASE
+            .key(LOCK)
+            .arg(token)
+            .arg(WAKE)
+            .invoke_async(c)
+            .await
+            .expect("release")
+    }
+
+    async fn count(c: &mut MultiplexedConnection) -> Option<i64> {
+        redis::cmd("HGET")
+            .arg(LOCK)
+            .arg("count")
+            .query_async(c)
+            .await
+            .expect("hget")
+    }
+
+    #[tokio::test]
+    async fn a_resent_acquire_counts_once_and_a_stranger_token_releases_nothing() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let first = acquire(&mut c, "t1:", "client:a").await;
+        assert_eq!(first[0], 1);
+        assert_eq!(acquire(&mut c, "t1:", "client:a").await, first, "a resend");
+        assert_eq!(count(&mut c).await, Some(1));
+        assert_eq!(acquire(&mut c, "t2:", "client:a").await, first, "re-entry");
+        assert_eq!(count(&mut c).await, Some(2));
+        assert_eq!(
+            acquire(&mut c, "t3:", "client:b").await[0],
+            0,
+            "another owner"
+        );
+
+        // Tokens of other grants, resends of a release, and tokens that never got a hold give
+        // back nothing.
+        assert_eq!(release(&mut c, "t3:").await, 0);
+        assert_eq!(release(&mut c, "t1:").await, 1);
+        assert_eq!(release(&mut c, "t1:").await, 0);
+        assert_eq!(count(&mut c).await, Some(1));
+        assert_eq!(release(&mut c, "t2:").await, 1);
+        assert_eq!(count(&mut c).await, None, "freed at zero");
+        assert_eq!(release(&mut c, "t2:").await, 0);
+    }
+}

@@ -844,3 +844,93 @@ mod tests {
         );
     }
 }
+
+/// The scripts, run directly against a real server.
+#[cfg(test)]
+mod script_tests {
+    use redis::aio::MultiplexedConnection;
+    use relock_testkit::RedisServer;
+
+    use super::*;
+
+    const LOCK: &str = "t:{n}:rw";
+    const FENCE: &str = "t:{n}:fence";
+
+    async fn conn(server: &RedisServer) -> MultiplexedConnection {
+        redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect")
+    }
+
+    async fn acquire(
+        c: &mut MultiplexedConnection,
+        mode: &str,
+        token: &str,
+        owner: &str,
+    ) -> Vec<i64> {
+        ACQUIRE
+            .key(LOCK)
+            .key(FENCE)
+            .arg(mode)
+            .arg(token)
+            .arg(owner)
+            .arg(10_000)
+            .arg(60_000)
+            .arg(0)
+            .invoke_async(c)
+            .await
+            .expect("acquire")
+    }
+
+    async fn release(c: &mut MultiplexedConnection, mode: &str, token: &str, owner: &str) -> i64 {
+        RELEASE
+            .key(LOCK)
+            .arg(mode)
+            .arg(token)
+            .arg(owner)
+            .arg("t:{n}:rw-wake-r")
+            .arg("t:{n}:rw-wake-w")
+            .invoke_async(c)
+            .await
+            .expect("release")
+    }
+
+    async fn fields(c: &mut MultiplexedConnection) -> Vec<String> {
+        let mut fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(LOCK)
+            .query_async(c)
+            .await
+            .expect("hkeys");
+        fields.sort();
+        fields
+    }
+
+    #[tokio::test]
+    async fn resent_acquires_are_the_same_grant_and_stranger_releases_change_nothing() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let read = acquire(&mut c, "r", "t1:", "c:a").await;
+        assert_eq!(read[0], 1);
+        assert_eq!(acquire(&mut c, "r", "t1:", "c:a").await, read, "a resend");
+        let other = acquire(&mut c, "r", "t2:", "c:b").await;
+        assert_eq!(other, read, "read holds held together share the fence");
+        assert_eq!(fields(&mut c).await, ["fence-r", "rt1:c:a", "rt2:c:b"]);
+
+        // A token never granted, a hold of the other kind, a hold of another owner: nothing.
+        assert_eq!(release(&mut c, "r", "t3:", "c:a").await, 0);
+        assert_eq!(release(&mut c, "w", "t1:", "c:a").await, 0);
+        assert_eq!(release(&mut c, "r", "t1:", "c:b").await, 0);
+        assert_eq!(fields(&mut c).await, ["fence-r", "rt1:c:a", "rt2:c:b"]);
+        assert_eq!(release(&mut c, "r", "t1:", "c:a").await, 1);
+        assert_eq!(release(&mut c, "r", "t1:", "c:a").await, 0, "a resend");
+        assert_eq!(release(&mut c, "r", "t2:", "c:b").await, 1);
+        assert!(fields(&mut c).await.is_empty(), "the key is gone");
+
+        let write = acquire(&mut c, "w", "t4:", "c:a").await;
+        assert!(write[1] > read[1]);
+        assert_eq!(acquire(&mut c, "w", "t4:", "c:a").await, write, "a resend");
+        assert_eq!(fields(&mut c).await, ["fence-w", "wt4:c:a"]);
+    }
+}
