@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{client, ms};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use relock::{Error, Fence, Holder, ReentrantMutex, ReentrantMutexGuard};
 use relock_testkit::RedisServer;
 
@@ -162,7 +163,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // Shrunk failures are kept with the crate's other regressions, and re-run first.
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/reentrant_model.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn the_reentrant_mutex_behaves_as_its_model(ops in proptest::collection::vec(op(), 1..=25)) {
