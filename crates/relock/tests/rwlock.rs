@@ -282,9 +282,18 @@ async fn each_reader_has_its_own_lease() {
         .find(|f| f.ends_with(a.id()))
         .expect("the fixed reader's hold");
     let short_expiry = expiry(&server, "leases", &short_field);
-    tokio::time::sleep(lease * 2).await;
+    tokio::time::sleep(lease / 2).await;
+    let third = holder(&c);
+    kept.read(&third)
+        .await
+        .expect("read")
+        .unlock()
+        .await
+        .expect("unlock");
+    tokio::time::sleep(lease * 3 / 2).await;
 
-    // The renewed reader's renewals neither extended nor cut the other's lease.
+    // The renewed reader's renewals, and a later reader's grant and release, neither extended
+    // nor cut the other's lease.
     assert!(!short.is_held());
     assert_eq!(short.lost().await, Lost::Expired);
     assert!(long.is_held());

@@ -27,6 +27,8 @@ use relock_testkit::RedisServer;
 /// Environment variables through which the orchestrator configures its workers.
 const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 const NAME_ENV: &str = "RELOCK_TEST_LOCK";
+/// When set, the holding reader also takes and gives back a second read hold this often.
+const REENTER_ENV: &str = "RELOCK_TEST_REENTER_MS";
 
 /// Worker roles.
 const HOLDING_READER: &str = "holding-reader";
@@ -125,9 +127,12 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
     let holds = read_holds(&server, NAME);
     assert_eq!(holds.len(), 1, "one read hold: {holds:?}");
     let doomed_field = holds[0].0.clone();
-    let mut survivor = Workers::spawn(HOLDING_READER, 1, &envs);
+    // The survivor also re-enters now and then: read grants that must not stretch the dead
+    // reader's lease either.
+    let mut survivor_envs = envs.to_vec();
+    survivor_envs.push((REENTER_ENV, "100".to_owned()));
+    let mut survivor = Workers::spawn(HOLDING_READER, 1, &survivor_envs);
     survivor.expect_from_all(ACQUIRED, Instant::now() + STARTUP_LIMIT);
-    assert_eq!(read_holds(&server, NAME).len(), 2, "two read holds");
 
     runtime().block_on(async {
         // Waiters retry at least this often, so that the purge is seen promptly.
@@ -140,7 +145,7 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
         // Longer than one whole lease, so only renewal can still hold the reads; and half a
         // renewal period past it, so the kill falls midway between two renewals.
         tokio::time::sleep(READER_LEASE + READER_LEASE / 6).await;
-        assert_eq!(read_holds(&server, NAME).len(), 2, "both readers renew");
+        assert!(read_holds(&server, NAME).len() >= 2, "both readers renew");
         doomed.refuse_line(LOST);
         survivor.refuse_line(LOST);
 
@@ -164,8 +169,9 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
             .expect("the dead reader's hold is still there at the kill");
         let survivor_expiry_at_kill = holds
             .iter()
-            .find(|(field, _)| *field != doomed_field)
+            .filter(|(field, _)| *field != doomed_field)
             .map(|&(_, expiry)| expiry)
+            .min()
             .expect("the live reader's hold");
 
         // The dead reader's hold must stay until its own expiry, then be purged promptly.
@@ -200,9 +206,14 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
         // The live reader keeps renewing its own hold, and the writer keeps waiting for it.
         tokio::time::sleep(READER_LEASE).await;
         let holds = read_holds(&server, NAME);
-        assert_eq!(holds.len(), 1, "{holds:?}");
         assert!(
-            holds[0].1 > survivor_expiry_at_kill,
+            !holds.is_empty() && holds.iter().all(|(field, _)| *field != doomed_field),
+            "{holds:?}"
+        );
+        assert!(
+            holds
+                .iter()
+                .all(|&(_, expiry)| expiry > survivor_expiry_at_kill),
             "the live reader renewed its hold after the other one died"
         );
         survivor.refuse_line(LOST);
@@ -504,9 +515,13 @@ fn on_line(line: &'static str) -> Arc<AtomicBool> {
 
 /// Takes a read hold with a renewed [`READER_LEASE`], reports `ACQUIRED`, then holds it until
 /// told to release (reporting `RELEASED`) or killed, printing `LOST` if the lease is lost.
+/// With [`REENTER_ENV`], it also takes a second read hold and gives it back that often.
 fn holding_reader() {
     let url = env_var(URL_ENV);
     let name = env_var(NAME_ENV);
+    let reenter = std::env::var(REENTER_ENV)
+        .ok()
+        .map(|ms| Duration::from_millis(ms.parse().expect("milliseconds")));
     let release = on_line(RELEASE);
     runtime().block_on(async {
         let client = Client::connect(url.as_str())
@@ -516,13 +531,20 @@ fn holding_reader() {
         let lock = client
             .rwlock_with_options(name, options)
             .expect("valid lock");
+        let reader = client.holder().expect("holder");
         let guard = lock
-            .try_read(&client.holder().expect("holder"))
+            .try_read(&reader)
             .await
             .expect("the lock is free to read");
         say(ACQUIRED);
         let started = Instant::now();
+        let mut reentered = Instant::now();
         while !release.load(Ordering::SeqCst) && started.elapsed() < WORKER_LIMIT {
+            if reenter.is_some_and(|every| reentered.elapsed() >= every) {
+                let again = lock.try_read(&reader).await.expect("a reader may re-enter");
+                again.unlock().await.expect("unlock");
+                reentered = Instant::now();
+            }
             tokio::select! {
                 reason = guard.lost() => {
                     say(&format!("{LOST} {reason}"));
