@@ -9,12 +9,19 @@ use common::{client, client_with, command_calls, ms};
 use relock::{ClientOptions, Error, Lease, Lost, MutexOptions, ReentrantMutex};
 use relock_testkit::RedisServer;
 
+/// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn bounded() -> MutexOptions {
+    MutexOptions::default().wait_timeout(WAIT)
+}
+
 fn fixed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(lease))
+    bounded().lease(Lease::Fixed(lease))
 }
 
 fn renewed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(lease))
+    bounded().lease(Lease::Renewed(lease))
 }
 
 fn key(name: &str) -> String {
@@ -61,7 +68,9 @@ fn expect_held<T: std::fmt::Debug>(result: relock::Result<T>) {
 async fn the_owner_reenters_and_the_last_release_frees_the_lock() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let mutex = c.reentrant_mutex("ledger").expect("name");
+    let mutex = c
+        .reentrant_mutex_with_options("ledger", bounded())
+        .expect("name");
     let (job, other) = (c.holder().expect("holder"), c.holder().expect("holder"));
 
     let first = mutex.lock(&job).await.expect("lock");
@@ -95,8 +104,12 @@ async fn owners_are_the_client_and_the_holder_id_together() {
     let server = RedisServer::start();
     let a = client(&server).await;
     let b = client(&server).await;
-    let mutex_a = a.reentrant_mutex("slots").expect("name");
-    let mutex_b = b.reentrant_mutex("slots").expect("name");
+    let mutex_a = a
+        .reentrant_mutex_with_options("slots", bounded())
+        .expect("name");
+    let mutex_b = b
+        .reentrant_mutex_with_options("slots", bounded())
+        .expect("name");
 
     let held = mutex_a
         .lock(&a.holder_named("worker-3").expect("holder"))
@@ -270,11 +283,15 @@ async fn a_waiter_is_woken_by_the_last_release_only() {
     let a = client(&server).await;
     let b = client_with(&server, options).await;
     let owner = a.holder().expect("holder");
-    let held = a.reentrant_mutex("handoff").expect("name");
+    let held = a
+        .reentrant_mutex_with_options("handoff", bounded())
+        .expect("name");
     let outer = held.lock(&owner).await.expect("lock");
     let inner = held.lock(&owner).await.expect("re-enter");
 
-    let waiting = b.reentrant_mutex("handoff").expect("name");
+    let waiting = b
+        .reentrant_mutex_with_options("handoff", bounded())
+        .expect("name");
     let waiter_holder = b.holder().expect("holder");
     let waiter = tokio::spawn(async move {
         let guard = waiting.lock(&waiter_holder).await;
@@ -314,7 +331,9 @@ async fn warm_up(mutex: &ReentrantMutex, c: &relock::Client) {
 async fn a_cancelled_reentry_gives_back_only_its_own_hold() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let mutex = c.reentrant_mutex("in-flight").expect("name");
+    let mutex = c
+        .reentrant_mutex_with_options("in-flight", bounded())
+        .expect("name");
     warm_up(&mutex, &c).await;
     let owner = c.holder().expect("holder");
     let kept = mutex.lock(&owner).await.expect("lock");
@@ -349,7 +368,9 @@ async fn a_cancelled_first_lock_leaves_the_lock_free() {
     let server = RedisServer::start();
     let a = client(&server).await;
     let b = client(&server).await;
-    let mutex = a.reentrant_mutex("in-flight").expect("name");
+    let mutex = a
+        .reentrant_mutex_with_options("in-flight", bounded())
+        .expect("name");
     warm_up(&mutex, &a).await;
 
     server.pause();
@@ -358,7 +379,7 @@ async fn a_cancelled_first_lock_leaves_the_lock_free() {
     server.resume();
     let start = Instant::now();
     let guard = b
-        .reentrant_mutex("in-flight")
+        .reentrant_mutex_with_options("in-flight", bounded())
         .expect("name")
         .lock_timeout(&b.holder().expect("holder"), Duration::from_secs(5))
         .await
@@ -371,7 +392,9 @@ async fn a_cancelled_first_lock_leaves_the_lock_free() {
 async fn a_dropped_guard_gives_back_its_hold_in_the_background() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let mutex = c.reentrant_mutex("dropped").expect("name");
+    let mutex = c
+        .reentrant_mutex_with_options("dropped", bounded())
+        .expect("name");
     let owner = c.holder().expect("holder");
     let kept = mutex.lock(&owner).await.expect("lock");
     drop(mutex.lock(&owner).await.expect("re-enter"));
@@ -392,7 +415,9 @@ async fn a_hash_of_another_shape_is_reported_not_misread() {
     let server = RedisServer::start();
     let c = client(&server).await;
     server.cli(&["SET", &key("typed"), "x"]);
-    let mutex = c.reentrant_mutex("typed").expect("name");
+    let mutex = c
+        .reentrant_mutex_with_options("typed", bounded())
+        .expect("name");
     assert!(matches!(
         mutex.try_lock(&c.holder().expect("holder")).await,
         Err(Error::WrongType { .. })

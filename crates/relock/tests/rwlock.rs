@@ -10,12 +10,19 @@ use common::{client, client_with, command_calls, ms};
 use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions};
 use relock_testkit::RedisServer;
 
+/// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn bounded() -> RwLockOptions {
+    RwLockOptions::default().wait_timeout(WAIT)
+}
+
 fn fixed(lease: Duration) -> RwLockOptions {
-    RwLockOptions::default().lease(Lease::Fixed(lease))
+    bounded().lease(Lease::Fixed(lease))
 }
 
 fn renewed(lease: Duration) -> RwLockOptions {
-    RwLockOptions::default().lease(Lease::Renewed(lease))
+    bounded().lease(Lease::Renewed(lease))
 }
 
 fn key(name: &str) -> String {
@@ -87,7 +94,7 @@ fn holder(c: &Client) -> relock::Holder {
 async fn readers_share_and_a_writer_excludes_everyone() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c.rwlock("catalog").expect("name");
+    let lock = c.rwlock_with_options("catalog", bounded()).expect("name");
     let (a, b, w) = (holder(&c), holder(&c), holder(&c));
 
     let ra = lock.read(&a).await.expect("read");
@@ -124,7 +131,7 @@ async fn readers_share_and_a_writer_excludes_everyone() {
 async fn reads_and_writes_are_reentrant_for_their_owner() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c.rwlock("reentry").expect("name");
+    let lock = c.rwlock_with_options("reentry", bounded()).expect("name");
     let (owner, other) = (holder(&c), holder(&c));
 
     let r1 = lock.read(&owner).await.expect("read");
@@ -158,7 +165,7 @@ async fn reads_and_writes_are_reentrant_for_their_owner() {
 async fn a_writer_downgrades_by_reading_before_it_lets_go() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c.rwlock("downgrade").expect("name");
+    let lock = c.rwlock_with_options("downgrade", bounded()).expect("name");
     let (owner, reader, writer) = (holder(&c), holder(&c), holder(&c));
 
     let w = lock.write(&owner).await.expect("write");
@@ -194,9 +201,7 @@ async fn a_writer_downgrades_by_reading_before_it_lets_go() {
 async fn an_upgrade_is_refused_at_once_and_leaves_nothing_behind() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c
-        .rwlock_with_options("upgrade", RwLockOptions::default().wait_timeout(ms(5000)))
-        .expect("name");
+    let lock = c.rwlock_with_options("upgrade", bounded()).expect("name");
     let (owner, other) = (holder(&c), holder(&c));
     let r = lock.read(&owner).await.expect("read");
     let before = server.cli(&["HGETALL", &key("upgrade")]);
@@ -353,7 +358,7 @@ async fn a_waiting_writer_holds_new_readers_back_only_with_preference() {
     let c = client(&server).await;
     for (name, prefer) in [("preferred", true), ("plain", false)] {
         let lock = c
-            .rwlock_with_options(name, RwLockOptions::default().writer_preference(prefer))
+            .rwlock_with_options(name, bounded().writer_preference(prefer))
             .expect("name");
         let (reader, writer, newcomer) = (holder(&c), holder(&c), holder(&c));
         let held = lock.read(&reader).await.expect("read");
@@ -404,7 +409,7 @@ async fn a_writer_that_gives_up_or_is_cancelled_lets_readers_in_at_once() {
     // Readers blocked by the marker would otherwise wait for this fallback.
     let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
     let c = client_with(&server, options).await;
-    let lock = c.rwlock("give-up").expect("name");
+    let lock = c.rwlock_with_options("give-up", bounded()).expect("name");
     let (reader, writer, newcomer) = (holder(&c), holder(&c), holder(&c));
     let held = lock.read(&reader).await.expect("read");
 
@@ -453,7 +458,9 @@ async fn a_writer_that_gives_up_or_is_cancelled_lets_readers_in_at_once() {
 async fn a_dead_writers_marker_expires_by_itself() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c.rwlock("dead-writer").expect("name");
+    let lock = c
+        .rwlock_with_options("dead-writer", bounded())
+        .expect("name");
     let reader = holder(&c);
     // What a waiting writer leaves; its process died before it could remove it.
     let marker = format!("q{}:{}:dead", "A".repeat(22), "B".repeat(22));
@@ -604,7 +611,7 @@ async fn warm_up(lock: &RwLock, c: &Client) {
 async fn a_cancelled_acquire_in_flight_leaves_the_lock_as_it_was() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let lock = c.rwlock("in-flight").expect("name");
+    let lock = c.rwlock_with_options("in-flight", bounded()).expect("name");
     warm_up(&lock, &c).await;
     let (owner, other) = (holder(&c), holder(&c));
     let kept = lock.read(&owner).await.expect("read");
@@ -659,14 +666,19 @@ async fn a_writers_release_wakes_every_reader_and_the_last_reader_a_writer() {
     for _ in 0..2 {
         clients.push(client_with(&server, options.clone()).await);
     }
-    let lock = clients[0].rwlock("wakes").expect("name");
+    let lock = clients[0]
+        .rwlock_with_options("wakes", bounded())
+        .expect("name");
     let writer = holder(&clients[0]);
     let w = lock.write(&writer).await.expect("write");
 
     let mut readers = Vec::new();
     for i in 0..8 {
         let c = &clients[i % 2];
-        let (lock, reader) = (c.rwlock("wakes").expect("name"), holder(c));
+        let (lock, reader) = (
+            c.rwlock_with_options("wakes", bounded()).expect("name"),
+            holder(c),
+        );
         readers.push(tokio::spawn(async move {
             let guard = lock.read(&reader).await.expect("read");
             (Instant::now(), guard)
@@ -689,7 +701,9 @@ async fn a_writers_release_wakes_every_reader_and_the_last_reader_a_writer() {
         guards.push(guard);
     }
 
-    let next = clients[1].rwlock("wakes").expect("name");
+    let next = clients[1]
+        .rwlock_with_options("wakes", bounded())
+        .expect("name");
     let next_writer = holder(&clients[1]);
     let waiting = tokio::spawn(async move {
         let guard = next.write(&next_writer).await.expect("write");
@@ -721,7 +735,7 @@ async fn a_key_of_another_type_is_reported() {
     let server = RedisServer::start();
     let c = client(&server).await;
     server.cli(&["SET", &key("typed"), "x"]);
-    let lock = c.rwlock("typed").expect("name");
+    let lock = c.rwlock_with_options("typed", bounded()).expect("name");
     assert!(matches!(
         lock.try_read(&holder(&c)).await,
         Err(Error::WrongType { .. })
