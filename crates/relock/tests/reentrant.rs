@@ -423,3 +423,34 @@ async fn a_hash_of_another_shape_is_reported_not_misread() {
         Err(Error::WrongType { .. })
     ));
 }
+
+#[tokio::test]
+async fn every_operation_without_waiting_is_one_round_trip() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let mutex = c
+        .reentrant_mutex_with_options("trips", bounded())
+        .expect("name");
+    warm_up(&mutex, &c).await;
+    let (owner, other) = (c.holder().expect("holder"), c.holder().expect("holder"));
+    // Each operation is one script call, and no lock operation sends a command of its own.
+    let scripts = || command_calls(&server, "evalsha") + command_calls(&server, "eval");
+    let mut last = scripts();
+    let mut one_trip = |what: &str| {
+        let now = scripts();
+        assert_eq!(now - last, 1, "{what} ran {} scripts", now - last);
+        last = now;
+    };
+    let outer = mutex.lock(&owner).await.expect("lock");
+    one_trip("lock");
+    let inner = mutex.try_lock(&owner).await.expect("re-enter");
+    one_trip("re-entry");
+    expect_held(mutex.try_lock(&other).await);
+    one_trip("a refused try_lock");
+    inner.extend(ms(60_000)).await.expect("extend");
+    one_trip("extend");
+    inner.unlock().await.expect("unlock");
+    one_trip("unlock");
+    outer.unlock().await.expect("unlock");
+    one_trip("the last unlock");
+}

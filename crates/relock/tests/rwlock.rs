@@ -741,3 +741,54 @@ async fn a_key_of_another_type_is_reported() {
         Err(Error::WrongType { .. })
     ));
 }
+
+/// Script calls so far: each operation's round trip is one, and the only one, since no lock
+/// operation sends a command of its own beside its script.
+fn script_calls(server: &RedisServer) -> u64 {
+    ["evalsha", "eval"]
+        .iter()
+        .map(|command| command_calls(server, command))
+        .sum()
+}
+
+#[tokio::test]
+async fn every_operation_without_waiting_is_one_round_trip() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let lock = c.rwlock_with_options("trips", bounded()).expect("name");
+    let (a, b) = (holder(&c), holder(&c));
+    warm_up(&lock, &c).await;
+
+    let mut last = script_calls(&server);
+    let one_trip = |what: &str, last: &mut u64| {
+        let now = script_calls(&server);
+        assert_eq!(now - *last, 1, "{what} ran {} scripts", now - *last);
+        *last = now;
+    };
+    let r = lock.try_read(&a).await.expect("read");
+    one_trip("try_read", &mut last);
+    let again = lock.read(&a).await.expect("read");
+    one_trip("read", &mut last);
+    expect_held(lock.try_write(&b).await);
+    one_trip("a refused try_write", &mut last);
+    // A refused upgrade answers in one round trip; the core then gives back, in the
+    // background, whatever the refused request might have been granted: nothing.
+    let before = script_calls(&server);
+    expect_deadlock(lock.try_write(&a).await);
+    assert!(
+        eventually(Duration::from_secs(2), || script_calls(&server)
+            == before + 2)
+        .await
+    );
+    last = script_calls(&server);
+    r.extend(ms(60_000)).await.expect("extend");
+    one_trip("extend", &mut last);
+    r.unlock().await.expect("unlock");
+    one_trip("unlock", &mut last);
+    again.unlock().await.expect("unlock");
+    one_trip("unlock", &mut last);
+    let w = lock.write(&b).await.expect("write");
+    one_trip("write", &mut last);
+    w.unlock().await.expect("unlock");
+    one_trip("unlock", &mut last);
+}
