@@ -274,13 +274,13 @@ async fn each_reader_has_its_own_lease() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let lease = ms(400);
-    let brief = c.rwlock_with_options("leases", fixed(lease)).expect("name");
+    let lapsing = c.rwlock_with_options("leases", fixed(lease)).expect("name");
     let kept = c
         .rwlock_with_options("leases", renewed(lease))
         .expect("name");
     let (a, b, w) = (holder(&c), holder(&c), holder(&c));
 
-    let short = brief.read(&a).await.expect("read");
+    let short = lapsing.read(&a).await.expect("read");
     let long = kept.read(&b).await.expect("read");
     let short_field = fields(&server, "leases", 'r')
         .into_iter()
