@@ -27,6 +27,8 @@ pub use lease::Lost;
 pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
 pub use mutex::{Mutex, MutexGuard};
 pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
 pub use token::Fence;
 

@@ -1,0 +1,14 @@
+-- Sets a hold's lease to a new length from now, if it has not expired.
+-- KEYS[1] lock hash; ARGV[1] the hold's field, ARGV[2] lease ms
+-- Returns 1 extended, 0 the hold is gone or expired.
+local key, lease = KEYS[1], tonumber(ARGV[2])
+local now = server_ms()
+local expiry = tonumber(redis.call('HGET', key, ARGV[1]))
+-- An expired hold stays dead even before a purge removed it: the lock was
+-- free from its expiry on, whether or not anyone took it since.
+if not expiry or expiry <= now then
+  return 0
+end
+redis.call('HSET', key, ARGV[1], now + lease)
+stretch(key, lease)
+return 1
