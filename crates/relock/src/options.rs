@@ -224,7 +224,9 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Settings of one [`Mutex`](crate::Mutex).
+/// Settings of one [`Mutex`](crate::Mutex), and of the other primitives that take no
+/// settings of their own ([`ReentrantMutex`](crate::ReentrantMutex),
+/// [`FairMutex`](crate::FairMutex), [`MultiMutex`](crate::MultiMutex)).
 ///
 /// # Examples
 ///

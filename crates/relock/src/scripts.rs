@@ -212,9 +212,11 @@ mod tests {
         run(&mut c, &["HSET", "v:{3}", "f", "v"]).await;
         run(&mut c, &["HSET", "h:{1}", "a:", "1"]).await;
         run(&mut c, &["PEXPIRE", "h:{1}", "1000"]).await;
-        run(&mut c, &["HSET", "he:{1}", "a:", "0", "b:", "0"]).await;
+        // Per-holder expiries: far ahead for a:, already passed for b:.
+        let ahead = "9999999999999";
+        run(&mut c, &["HSET", "he:{1}", "a:", ahead, "b:", "1"]).await;
         run(&mut c, &["PEXPIRE", "he:{1}", "1000"]).await;
-        run(&mut c, &["ZADD", "z:{1}", "0", "a:"]).await;
+        run(&mut c, &["ZADD", "z:{1}", ahead, "a:", "1", "b:"]).await;
         run(&mut c, &["PEXPIRE", "z:{1}", "1000"]).await;
         let renewed: Vec<i64> = RENEW_BATCH
             .key("v:{1}")
@@ -253,10 +255,18 @@ mod tests {
             .arg("z")
             .arg("c:")
             .arg(30_000)
+            .key("he:{1}")
+            .arg("he")
+            .arg("b:")
+            .arg(30_000)
+            .key("z:{1}")
+            .arg("z")
+            .arg("b:")
+            .arg(30_000)
             .invoke_async(&mut c)
             .await
             .expect("a wrong-typed key does not fail the batch");
-        assert_eq!(renewed, vec![1, 0, 0, 0, 1, 0, 1, 1, 0]);
+        assert_eq!(renewed, vec![1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0]);
         for key in ["v:{1}", "h:{1}", "he:{1}", "z:{1}"] {
             assert!(pttl(&mut c, key).await > 1000, "{key} renewed");
         }
@@ -264,8 +274,8 @@ mod tests {
             pttl(&mut c, "v:{2}").await <= 1000,
             "a foreign value is untouched"
         );
-        // Per-holder expiries: the renewed holder's moves to the server's now + lease, the
-        // other holder's stays where it was.
+        // Per-holder expiries: the renewed holder's moves to the server's now + lease; the
+        // ended holder's is not revived.
         let expiries: Vec<i64> = redis::cmd("HMGET")
             .arg("he:{1}")
             .arg("a:")
@@ -274,7 +284,7 @@ mod tests {
             .await
             .expect("hmget");
         assert!(
-            expiries[0] > 1_700_000_000_000 && expiries[1] == 0,
+            expiries[0] > 1_700_000_000_000 && expiries[0] < 9_999_999_999_999 && expiries[1] == 1,
             "{expiries:?}"
         );
         let score: f64 = redis::cmd("ZSCORE")

@@ -6,6 +6,9 @@
 --   'he' the hash field member holds that holder's expiry in server ms
 --        (several holders per key, each with its own lease)
 --   'z'  the sorted set has member, scored by its expiry in server ms
+-- For 'he' and 'z' a holder whose own expiry has passed is no longer held,
+-- even if no acquire has purged it yet: renewing it would revive a lease
+-- that already ended.
 -- A key of several holders expires no earlier than its longest lease.
 -- Returns one entry per key: 1 renewed, 0 no longer held by that member.
 -- A key that changed type answers 0 through pcall instead of failing the
@@ -29,11 +32,14 @@ local function held(kind, key, member)
   if kind == 'v' then
     local value = redis.pcall('GET', key)
     return type(value) == 'string' and string.sub(value, 1, #member) == member
-  elseif kind == 'h' or kind == 'he' then
+  elseif kind == 'h' then
     return redis.pcall('HEXISTS', key, member) == 1
+  elseif kind == 'he' then
+    local expiry = redis.pcall('HGET', key, member)
+    return type(expiry) == 'string' and (tonumber(expiry) or 0) > server_ms()
   elseif kind == 'z' then
     local score = redis.pcall('ZSCORE', key, member)
-    return type(score) == 'string'
+    return type(score) == 'string' and (tonumber(score) or 0) > server_ms()
   end
   return false
 end
