@@ -277,16 +277,19 @@ async fn unlock(client: &Client, args: &UnlockArgs) -> Result<u8, Failure> {
             ),
         ));
     }
-    match client.force_unlock(&args.name).await? {
-        Some(info) => {
-            output::print(&format!("removed {}\n", output::describe(&info)));
-            Ok(exit::SUCCESS)
-        }
-        None => Err(Failure::new(
+    let removed = client.force_unlock(&args.name).await?;
+    if removed.is_empty() {
+        return Err(Failure::new(
             exit::NOT_HELD,
             format!("no lock named {:?} is held", args.name),
-        )),
+        ));
     }
+    let mut said = String::new();
+    for info in &removed {
+        said.push_str(&format!("removed {}\n", output::describe(info)));
+    }
+    output::print(&said);
+    Ok(exit::SUCCESS)
 }
 
 #[cfg(test)]
