@@ -18,8 +18,8 @@ pub(crate) fn print(text: &str) {
 /// ends in 29.5s)`.
 pub(crate) fn describe(info: &LockInfo) -> String {
     let who = match (info.kind, info.holders.as_slice()) {
-        (LockKind::Semaphore, _) => format!("{} grants", info.holds),
-        (_, []) if info.holds > 1 => format!("{} unlabelled holders", info.holds),
+        (LockKind::Semaphore, _) => plural(info.holds, "grant"),
+        (_, []) if info.holds > 1 => plural(info.holds, "unlabelled holder"),
         (_, []) => "an unlabelled holder".to_owned(),
         (_, holders) => holders.join(", "),
     };
@@ -49,7 +49,7 @@ pub(crate) fn describe(info: &LockInfo) -> String {
 /// `2/3 permits`.
 fn held(info: &LockInfo) -> Option<String> {
     match info.kind {
-        LockKind::ReentrantMutex => Some(format!("{} holds", info.holds)),
+        LockKind::ReentrantMutex => Some(plural(info.holds, "hold")),
         LockKind::RwLock => {
             let writes = info.write_holds.unwrap_or(0);
             let reads = info.holds.saturating_sub(writes);
@@ -65,6 +65,14 @@ fn held(info: &LockInfo) -> Option<String> {
             info.permits_total.map_or("?".to_owned(), |t| t.to_string())
         )),
         _ => None,
+    }
+}
+
+fn plural(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
     }
 }
 
