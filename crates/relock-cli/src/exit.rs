@@ -23,7 +23,7 @@ pub const LOST: u8 = 75;
 pub const UNAVAILABLE: u8 = 69;
 /// Redis refused the credentials or the command (ACL).
 pub const NOPERM: u8 = 77;
-/// `unlock --force`: no lock of that name was held.
+/// `unlock --force`: no lock of any kind was held under that name.
 pub const NOT_HELD: u8 = 78;
 /// The command could not be started (not found, not executable).
 pub const CANNOT_RUN: u8 = 127;

@@ -3,7 +3,8 @@
 //! the `relock` library.
 //!
 //! ```text
-//! relock run NAME [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
+//! relock run NAME [--semaphore N [--permits K] | --read | --write | --fair]
+//!                  [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
 //! relock status [PATTERN] [--json]
 //! relock unlock NAME --force
 //! ```
@@ -14,13 +15,14 @@
 pub mod exit;
 
 mod duration;
+mod lock;
 mod output;
 mod run;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use relock::{Client, ClientOptions};
 
 pub use duration::{parse_duration, DurationError};
@@ -29,6 +31,7 @@ const EXAMPLES: &str = "\
 Examples:
   relock run nightly-report -- ./report.sh --date today
   relock run --no-wait --lease 1m backup -- pg_dump -f /backups/db.sql mydb
+  relock run --semaphore 4 uploads -- ./upload.sh
   relock status
   relock status 'backup*' --json
   relock unlock nightly-report --force";
@@ -57,15 +60,20 @@ enum Command {
     /// Run a command while holding a lock; release it when the command exits.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
-    /// Show the locks that are held: holder, fencing token, remaining lease, waiters.
+    /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
-    /// Release a lock whoever holds it (for a holder known to be gone).
+    /// Release the locks under a name whoever holds them (for holders known to be gone).
     #[command(after_help = UNLOCK_HELP)]
     Unlock(UnlockArgs),
 }
 
 const RUN_HELP: &str = "\
+The lock is a mutex unless one of --semaphore, --read, --write or --fair says otherwise; each
+kind has its own keys, so a mutex and a semaphore of one name do not exclude each other. A
+semaphore's total is stored in Redis by the first run that finds none, and that stored total
+rules for every run until it expires; give every run of a name the same N.
+
 The lock's lease is renewed while the command runs. The command gets RELOCK_NAME and
 RELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be
 refused). If the lock is lost (Redis unreachable past the lease, or the lock removed), the
@@ -79,27 +87,60 @@ Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 he
 Examples:
   relock run lottery -- ./draw-winners.sh
   relock run --wait 30s --lease 2m reindex -- ./reindex --full
-  relock run --no-wait cron:cleanup -- sh -c 'cleanup && notify'";
+  relock run --no-wait cron:cleanup -- sh -c 'cleanup && notify'
+  relock run --semaphore 3 --permits 2 render -- ./render --threads 8
+  relock run --read catalog -- ./export-catalog
+  relock run --write catalog -- ./import-catalog
+  relock run --fair --wait 10m printer -- lp report.pdf";
 
 const STATUS_HELP: &str = "\
 PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
-WAITING counts the clients (usually processes) waiting for a release.
+Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOLDER is the
+holder's host/pid (a read-write lock's holder id; a semaphore records none). HELD is the
+holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
+the holds. WAITING counts the clients (usually processes) waiting for a release, and the
+waiters queued in Redis: a fair mutex's line, a read-write lock's writers waiting first.
 
 Examples:
   relock status
   relock status 'nightly-*' --json | jq '.[].holder'";
 
 const UNLOCK_HELP: &str = "\
-Prints what it removed, or exits 78 when nothing was held. A holder that is still alive
+Releases the locks of every kind held under NAME and wakes their waiters; the fence sequence,
+a fair mutex's line and a semaphore's total are kept. Prints what it removed, or exits 78 when
+nothing was held. A holder that is still alive
 learns at its next renewal that it lost the lock.
 
 Examples:
   relock unlock nightly-report --force";
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("primitive").args(["semaphore", "read", "write", "fair"])))]
 struct RunArgs {
     /// The lock's name.
     name: String,
+    /// Take permits of a semaphore of N permits in all instead of a mutex: up to N runs at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    semaphore: Option<u32>,
+    /// With --semaphore: how many permits this run takes.
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 1,
+        requires = "semaphore",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    permits: u32,
+    /// Take a read hold of a read-write lock: runs alongside other readers, never a writer.
+    #[arg(long)]
+    read: bool,
+    /// Take the write hold of a read-write lock: runs alone; waiting writers go before new
+    /// readers.
+    #[arg(long)]
+    write: bool,
+    /// Take a fair mutex: waiting runs get it in the order they asked for it.
+    #[arg(long)]
+    fair: bool,
     /// Lease of the lock: how long it outlives relock if relock dies (renewed every third).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     lease: Duration,
@@ -115,6 +156,22 @@ struct RunArgs {
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+impl RunArgs {
+    fn want(&self) -> lock::Want {
+        use lock::Want;
+        match (self.semaphore, self.read, self.write, self.fair) {
+            (Some(total), ..) => Want::Semaphore {
+                total,
+                permits: self.permits,
+            },
+            (None, true, ..) => Want::Read,
+            (None, _, true, _) => Want::Write,
+            (None, _, _, true) => Want::Fair,
+            (None, false, false, false) => Want::Mutex,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -277,16 +334,19 @@ async fn unlock(client: &Client, args: &UnlockArgs) -> Result<u8, Failure> {
             ),
         ));
     }
-    match client.force_unlock(&args.name).await? {
-        Some(info) => {
-            output::print(&format!("removed {}\n", output::describe(&info)));
-            Ok(exit::SUCCESS)
-        }
-        None => Err(Failure::new(
+    let removed = client.force_unlock(&args.name).await?;
+    if removed.is_empty() {
+        return Err(Failure::new(
             exit::NOT_HELD,
             format!("no lock named {:?} is held", args.name),
-        )),
+        ));
     }
+    let mut said = String::new();
+    for info in &removed {
+        said.push_str(&format!("removed {}\n", output::describe(info)));
+    }
+    output::print(&said);
+    Ok(exit::SUCCESS)
 }
 
 #[cfg(test)]
@@ -335,5 +395,48 @@ mod tests {
         .is_err());
         assert!(Cli::try_parse_from(["relock", "run", "job", "--lease", "30", "--", "x"]).is_err());
         assert!(Cli::try_parse_from(["relock", "run", "job"]).is_err());
+    }
+
+    fn want(args: &[&str]) -> Result<lock::Want, clap::Error> {
+        let mut line = vec!["relock", "run"];
+        line.extend_from_slice(args);
+        line.extend_from_slice(&["--", "true"]);
+        match Cli::try_parse_from(line)?.command {
+            Command::Run(run) => Ok(run.want()),
+            other => panic!("run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_kind_of_lock_per_run() {
+        use lock::Want;
+        assert_eq!(want(&["job"]).expect("mutex"), Want::Mutex);
+        assert_eq!(
+            want(&["--semaphore", "3", "job"]).expect("semaphore"),
+            Want::Semaphore {
+                total: 3,
+                permits: 1
+            }
+        );
+        assert_eq!(
+            want(&["job", "--semaphore", "3", "--permits", "2"]).expect("permits"),
+            Want::Semaphore {
+                total: 3,
+                permits: 2
+            }
+        );
+        assert_eq!(want(&["--read", "job"]).expect("read"), Want::Read);
+        assert_eq!(want(&["--write", "job"]).expect("write"), Want::Write);
+        assert_eq!(want(&["--fair", "job"]).expect("fair"), Want::Fair);
+        for conflicting in [
+            &["--read", "--write", "job"][..],
+            &["--fair", "--semaphore", "2", "job"],
+            &["--read", "--fair", "job"],
+            &["--permits", "2", "job"],
+            &["--semaphore", "0", "job"],
+            &["--semaphore", "2", "--permits", "0", "job"],
+        ] {
+            assert!(want(conflicting).is_err(), "{conflicting:?}");
+        }
     }
 }

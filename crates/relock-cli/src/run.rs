@@ -9,18 +9,24 @@ use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use relock::{Client, Error, Lease, Lost, Mutex, MutexGuard, MutexOptions};
+use relock::{Client, Error, LockKind, Lost};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::lock::{Guard, Lock, Wait};
 use crate::{exit, output, Failure, RunArgs};
 
 pub(crate) async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
-    let options = MutexOptions::default().lease(Lease::Renewed(args.lease));
-    let mutex = client.mutex_with_options(&args.name, options)?;
+    let lock = Lock::new(
+        client,
+        args.want(),
+        &args.name,
+        args.lease,
+        &crate::holder_label(),
+    )?;
     let mut signals = Signals::new()?;
     let guard = tokio::select! {
-        guard = acquire(client, &mutex, &args) => guard?,
+        guard = acquire(client, &lock, &args) => guard?,
         sig = signals.next() => {
             return Err(Failure::new(
                 128 + sig as u8,
@@ -47,31 +53,43 @@ pub(crate) async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
     }
 }
 
-async fn acquire(client: &Client, mutex: &Mutex, args: &RunArgs) -> Result<MutexGuard, Failure> {
-    let result = if args.no_wait {
-        mutex.try_lock().await
-    } else if let Some(wait) = args.wait {
-        mutex.lock_timeout(wait).await
-    } else {
-        mutex.lock().await
+async fn acquire(client: &Client, lock: &Lock, args: &RunArgs) -> Result<Guard, Failure> {
+    let wait = match (args.no_wait, args.wait) {
+        (true, _) => Wait::No,
+        (false, Some(limit)) => Wait::AtMost(limit),
+        (false, None) => Wait::Forever,
     };
-    match result {
+    match lock.take(wait).await {
         Ok(guard) => Ok(guard),
         Err(Error::Held { .. }) => {
-            let holder = match client.lock_info(&args.name).await {
-                Ok(Some(info)) => output::describe(&info),
-                _ => format!("lock {:?} is held", args.name),
-            };
+            let holder = who_holds(client, &args.name, lock.kind()).await;
             Err(Failure::new(
                 exit::HELD,
                 format!("{holder}; not waiting (--no-wait)"),
             ))
         }
+        Err(e @ Error::Timeout { .. }) => {
+            let holder = who_holds(client, &args.name, lock.kind()).await;
+            Err(Failure::new(exit::TIMEOUT, format!("{e}: {holder}")))
+        }
         Err(e) => Err(e.into()),
     }
 }
 
-fn spawn(args: &RunArgs, guard: &MutexGuard) -> Result<Child, Failure> {
+/// Who holds the lock of `kind` under `name`, as far as Redis tells, for messages.
+async fn who_holds(client: &Client, name: &str, kind: LockKind) -> String {
+    let found = client
+        .locks_named(name)
+        .await
+        .ok()
+        .and_then(|locks| locks.into_iter().find(|info| info.kind == kind));
+    match found {
+        Some(info) => output::describe(&info),
+        None => format!("{kind} {name:?} is held"),
+    }
+}
+
+fn spawn(args: &RunArgs, guard: &Guard) -> Result<Child, Failure> {
     let (program, rest) = args
         .command
         .split_first()
@@ -92,7 +110,7 @@ enum Ending {
 
 async fn supervise(
     child: &mut Child,
-    guard: &MutexGuard,
+    guard: &Guard,
     signals: &mut Signals,
     kill_grace: Duration,
 ) -> Result<Ending, Failure> {
@@ -134,7 +152,7 @@ async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
 
 /// Releases the lock after the command exited and picks the exit code: the command's own
 /// when the lock held throughout, the lost-lock code when it did not.
-async fn finish(guard: MutexGuard, name: &str, status: ExitStatus) -> Result<u8, Failure> {
+async fn finish(guard: Guard, name: &str, status: ExitStatus) -> Result<u8, Failure> {
     let held_throughout = guard.is_held();
     match guard.unlock().await {
         Ok(()) if held_throughout => Ok(exit_code(status)),

@@ -180,9 +180,10 @@ fn a_killed_relock_frees_the_lock_after_its_lease_not_before() {
     assert!(waited < Duration::from_millis(3000), "{waited:?}");
 }
 
-/// Runs a command that records SIGTERM under lock `name`, injects `fault` once the lock is
-/// held, and checks that relock stopped the command with SIGTERM and exited with the lost code.
-fn assert_fault_stops_the_command(name: &str, fault: impl FnOnce(&RedisServer)) {
+/// Runs a command that records SIGTERM under lock `name` (of the kind `kind` selects), injects
+/// `fault` once the lock is held, and checks that relock stopped the command with SIGTERM and
+/// exited with the lost code.
+fn assert_fault_stops_the_command(name: &str, kind: &[&str], fault: impl FnOnce(&RedisServer)) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let mark = dir.path().join("term");
@@ -190,14 +191,14 @@ fn assert_fault_stops_the_command(name: &str, fault: impl FnOnce(&RedisServer)) 
         "trap 'echo TERM > {}; exit 143' TERM; while true; do sleep 0.05; done",
         mark.display()
     );
+    let mut args = vec!["run", "--lease", "900ms"];
+    args.extend_from_slice(kind);
+    args.extend_from_slice(&[name, "--", "sh", "-c", &script]);
     let run = Background {
-        child: relock(
-            &server,
-            &["run", "--lease", "900ms", name, "--", "sh", "-c", &script],
-        )
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn"),
+        child: relock(&server, &args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
         group_file: None,
     };
     wait_until_held(&server, name);
@@ -216,14 +217,35 @@ fn assert_fault_stops_the_command(name: &str, fault: impl FnOnce(&RedisServer)) 
 
 #[test]
 fn a_deleted_lock_stops_the_command_with_sigterm_and_exits_75() {
-    assert_fault_stops_the_command("doomed", |server| {
+    assert_fault_stops_the_command("doomed", &[], |server| {
         server.cli(&["DEL", "relock:{doomed}:mutex"]);
     });
 }
 
 #[test]
 fn redis_paused_past_the_lease_stops_the_command_and_exits_75() {
-    assert_fault_stops_the_command("stalled", RedisServer::pause);
+    assert_fault_stops_the_command("stalled", &[], RedisServer::pause);
+}
+
+#[test]
+fn a_deleted_semaphore_stops_the_command_with_sigterm_and_exits_75() {
+    assert_fault_stops_the_command("pool", &["--semaphore", "3"], |server| {
+        server.cli(&["DEL", "relock:{pool}:sem"]);
+    });
+}
+
+#[test]
+fn a_deleted_read_hold_stops_the_command_with_sigterm_and_exits_75() {
+    assert_fault_stops_the_command("catalog", &["--read"], |server| {
+        server.cli(&["DEL", "relock:{catalog}:rw"]);
+    });
+}
+
+#[test]
+fn a_deleted_fair_mutex_stops_the_command_with_sigterm_and_exits_75() {
+    assert_fault_stops_the_command("printer", &["--fair"], |server| {
+        server.cli(&["DEL", "relock:{printer}:fair"]);
+    });
 }
 
 #[test]
@@ -450,4 +472,450 @@ fn finish(mut run: Background, limit: Duration) -> Output {
         stdout: Vec::new(),
         stderr,
     }
+}
+
+/// `(tag, start, end)` lines that runs appended to `log`, in nanoseconds.
+fn intervals(log: &Path) -> Vec<(String, u64, u64)> {
+    std::fs::read_to_string(log)
+        .expect("log")
+        .lines()
+        .map(|line| {
+            let mut parts = line.split_whitespace();
+            let tag = parts.next().expect("tag").to_owned();
+            let start = parts.next().expect("start").parse().expect("start");
+            let end = parts.next().expect("end").parse().expect("end");
+            (tag, start, end)
+        })
+        .collect()
+}
+
+/// The most intervals open at one instant (an interval ending when another starts does not
+/// overlap it).
+fn most_at_once(intervals: &[(String, u64, u64)]) -> usize {
+    let mut events: Vec<(u64, i32)> = intervals
+        .iter()
+        .flat_map(|(_, start, end)| [(*start, 1), (*end, -1)])
+        .collect();
+    events.sort_unstable();
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, step) in events {
+        open += step;
+        most = most.max(open);
+    }
+    usize::try_from(most).unwrap_or(0)
+}
+
+/// A shell command that appends `tag start end` to `log` around a `sleep` of `pause`.
+fn timed(log: &Path, tag: &str, pause: &str) -> String {
+    format!(
+        "s=$(date +%s%N); sleep {pause}; echo \"{tag} $s $(date +%s%N)\" >> {}",
+        log.display()
+    )
+}
+
+/// Waits for every run and checks it succeeded.
+fn all_succeed(runs: Vec<Child>) {
+    for run in runs {
+        let out = run.wait_with_output().expect("wait");
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn semaphore_runs_hold_at_most_its_permits_at_once() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let script = timed(&log, "run", "0.2");
+    let started = Instant::now();
+    let runs: Vec<Child> = (0..8)
+        .map(|_| {
+            relock(
+                &server,
+                &[
+                    "run",
+                    "--semaphore",
+                    "3",
+                    "--wait",
+                    "60s",
+                    "slots",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ],
+            )
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn relock")
+        })
+        .collect();
+    all_succeed(runs);
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 8);
+    let most = most_at_once(&runs);
+    println!(
+        "8 runs of 200 ms under 3 permits: at most {most} at once, {:?} in all",
+        started.elapsed()
+    );
+    assert!(most <= 3, "{most} runs at once under 3 permits: {runs:?}");
+    assert!(most >= 2, "the permits were never shared: {runs:?}");
+}
+
+#[test]
+fn read_runs_share_the_lock_and_write_runs_exclude_everything() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let run = |mode: &str, tag: &str, pause: &str| {
+        relock(
+            &server,
+            &[
+                "run",
+                mode,
+                "--wait",
+                "60s",
+                "ledger",
+                "--",
+                "sh",
+                "-c",
+                &timed(&log, tag, pause),
+            ],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn relock")
+    };
+    // Readers first, then writers while they read, then readers behind the waiting writers.
+    let mut runs: Vec<Child> = (0..3).map(|_| run("--read", "R", "0.4")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wait_until_held(&server, "ledger")["holds"] != 3 {
+        assert!(Instant::now() < deadline, "the readers never read together");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    runs.extend((0..2).map(|_| run("--write", "W", "0.2")));
+    std::thread::sleep(Duration::from_millis(100));
+    runs.extend((0..2).map(|_| run("--read", "R", "0.2")));
+    all_succeed(runs);
+
+    let runs = intervals(&log);
+    assert_eq!(runs.len(), 7);
+    for (tag, start, end) in runs.iter().filter(|(tag, ..)| tag == "W") {
+        for (other, s, e) in &runs {
+            let same = (other, s, e) == (tag, start, end);
+            assert!(
+                same || e <= start || s >= end,
+                "a writer ran alongside a {other}: {runs:?}"
+            );
+        }
+    }
+    let readers: Vec<_> = runs
+        .iter()
+        .filter(|(tag, ..)| tag == "R")
+        .cloned()
+        .collect();
+    assert!(
+        most_at_once(&readers) >= 2,
+        "readers never ran together: {runs:?}"
+    );
+}
+
+#[test]
+fn fair_runs_get_the_lock_in_the_order_they_asked() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let go = dir.path().join("go");
+    let order = dir.path().join("order");
+    // The first run holds the lock until the test says go (10 s at most).
+    let holder_script = format!(
+        "i=0; while [ ! -e {go} ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done; echo 0 >> {order}",
+        go = go.display(),
+        order = order.display()
+    );
+    let holder = relock(
+        &server,
+        &["run", "--fair", "turns", "--", "sh", "-c", &holder_script],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    wait_until_held(&server, "turns");
+    let mut runs = vec![holder];
+    for i in 1..=5 {
+        let script = format!("echo {i} >> {}; sleep 0.02", order.display());
+        runs.push(
+            relock(
+                &server,
+                &[
+                    "run", "--fair", "--wait", "60s", "turns", "--", "sh", "-c", &script,
+                ],
+            )
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let queued = loop {
+        let lock = wait_until_held(&server, "turns");
+        if lock["waiting_clients"] == 5 {
+            break lock["queued"].clone();
+        }
+        assert!(Instant::now() < deadline, "the waiters never all waited");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::fs::write(&go, "").expect("go");
+    all_succeed(runs);
+    assert_eq!(
+        std::fs::read_to_string(&order).expect("order"),
+        "0\n1\n2\n3\n4\n5\n",
+        "first come, first served"
+    );
+    assert_eq!(queued, 5, "status showed the line");
+}
+
+/// Polls `relock status --json` until it lists `count` locks.
+fn wait_until_listed(server: &RedisServer, count: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = output(server, &["status", "--json"]);
+        let locks: Vec<serde_json::Value> =
+            serde_json::from_slice(&out.stdout).expect("status --json is JSON");
+        if locks.len() == count {
+            return locks;
+        }
+        assert!(Instant::now() < deadline, "never {count} locks: {locks:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn background(server: &RedisServer, args: &[&str]) -> Background {
+    Background {
+        child: relock(server, args).spawn().expect("spawn"),
+        group_file: None,
+    }
+}
+
+#[test]
+fn status_lists_semaphores_rwlocks_and_fair_mutexes() {
+    let server = RedisServer::start();
+    let pool = background(
+        &server,
+        &[
+            "run",
+            "--semaphore",
+            "3",
+            "--permits",
+            "2",
+            "pool",
+            "--",
+            "sleep",
+            "30",
+        ],
+    );
+    let reader = background(&server, &["run", "--read", "catalog", "--", "sleep", "30"]);
+    let printer = background(&server, &["run", "--fair", "printer", "--", "sleep", "30"]);
+    let report = background(&server, &["run", "report", "--", "sleep", "30"]);
+    let locks = wait_until_listed(&server, 4);
+    let by_name = |name: &str| {
+        locks
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {locks:?}"))
+    };
+    let label = |run: &Background| format!("/{}", run.child.id());
+
+    let semaphore = by_name("pool");
+    assert_eq!(semaphore["kind"], "semaphore");
+    assert_eq!(semaphore["permits_in_use"], 2);
+    assert_eq!(semaphore["permits_total"], 3);
+    assert_eq!(semaphore["holds"], 1);
+    assert!(semaphore["fence"].is_null() && semaphore["holder"].is_null());
+    let rwlock = by_name("catalog");
+    assert_eq!(rwlock["kind"], "rwlock");
+    assert_eq!(
+        (rwlock["holds"].as_u64(), rwlock["write_holds"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(rwlock["holder"]
+        .as_str()
+        .expect("holder")
+        .ends_with(&label(&reader)));
+    let fair = by_name("printer");
+    assert_eq!(fair["kind"], "fair-mutex");
+    assert_eq!(fair["queued"], 0);
+    assert!(fair["holder"]
+        .as_str()
+        .expect("holder")
+        .ends_with(&label(&printer)));
+    assert_eq!(by_name("report")["kind"], "mutex");
+    for lock in &locks {
+        let left = lock["remaining_ms"].as_u64().expect("remaining");
+        assert!(left > 20_000 && left <= 30_000, "{lock}");
+        if lock["kind"] != "semaphore" {
+            assert!(lock["fence"].as_u64().expect("fence") > 0, "{lock}");
+        }
+    }
+
+    let table = String::from_utf8(output(&server, &["status"]).stdout).expect("utf-8");
+    println!("{table}");
+    for expected in [
+        "semaphore",
+        "2/3 permits",
+        "rwlock",
+        "1 read",
+        "fair-mutex",
+        "mutex",
+    ] {
+        assert!(table.contains(expected), "{expected} in\n{table}");
+    }
+    drop((pool, report));
+}
+
+#[test]
+fn each_kind_names_its_holder_when_refused_or_timed_out() {
+    let server = RedisServer::start();
+    let _full = background(
+        &server,
+        &["run", "--semaphore", "1", "pool", "--", "sleep", "30"],
+    );
+    let writer = background(&server, &["run", "--write", "doc", "--", "sleep", "30"]);
+    let _fair = background(&server, &["run", "--fair", "turns", "--", "sleep", "30"]);
+    wait_until_listed(&server, 3);
+    let cases: [(&[&str], &str, &str); 3] = [
+        (
+            &["--semaphore", "1"],
+            "pool",
+            "semaphore \"pool\" held by 1 grant (1/1 permits",
+        ),
+        (&["--read"], "doc", "rwlock \"doc\" held by "),
+        (&["--fair"], "turns", "fair-mutex \"turns\" held by "),
+    ];
+    for (kind, name, says) in cases {
+        for (wait, code_wanted) in [(&["--no-wait"][..], 73), (&["--wait", "200ms"], 74)] {
+            let mut args = vec!["run"];
+            args.extend_from_slice(kind);
+            args.extend_from_slice(wait);
+            args.extend_from_slice(&[name, "--", "true"]);
+            let out = output(&server, &args);
+            let message = stderr(&out);
+            assert_eq!(code(&out), code_wanted, "{args:?}: {message}");
+            assert!(message.contains(says), "{args:?}: {message}");
+            assert!(message.contains("lease ends in"), "{args:?}: {message}");
+        }
+    }
+    let refused = output(
+        &server,
+        &["run", "--write", "--no-wait", "doc", "--", "true"],
+    );
+    assert!(
+        stderr(&refused).contains(&format!("/{}", writer.child.id())),
+        "the writer is named: {}",
+        stderr(&refused)
+    );
+    let too_many = output(
+        &server,
+        &[
+            "run",
+            "--semaphore",
+            "1",
+            "--permits",
+            "2",
+            "pool",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code(&too_many), 64, "{}", stderr(&too_many));
+}
+
+#[test]
+fn the_command_gets_the_grant_s_fence_for_every_kind() {
+    let server = RedisServer::start();
+    for (i, kind) in [
+        &[][..],
+        &["--semaphore", "2"],
+        &["--read"],
+        &["--write"],
+        &["--fair"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("fenced-{i}");
+        let mut args = vec!["run"];
+        args.extend_from_slice(kind);
+        args.extend_from_slice(&[&name, "--", "sh", "-c", "echo $RELOCK_FENCE"]);
+        let out = output(&server, &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        // The only grant of the name: its fence is the last one the name's sequence gave.
+        let fence_key = format!("relock:{{{name}}}:fence");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            server.cli(&["GET", &fence_key]),
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
+fn unlock_force_releases_an_rwlock_and_its_readers_are_stopped() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let readers: Vec<(Background, std::path::PathBuf)> = (0..2)
+        .map(|i| {
+            let mark = dir.path().join(format!("term-{i}"));
+            let script = format!(
+                "trap 'echo TERM > {}; exit 143' TERM; while true; do sleep 0.05; done",
+                mark.display()
+            );
+            let run = Background {
+                child: relock(
+                    &server,
+                    &[
+                        "run", "--read", "--lease", "900ms", "doc", "--", "sh", "-c", &script,
+                    ],
+                )
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn"),
+                group_file: None,
+            };
+            (run, mark)
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wait_until_held(&server, "doc")["holds"] != 2 {
+        assert!(Instant::now() < deadline, "both readers never held it");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let fence_before = server.cli(&["GET", "relock:{doc}:fence"]);
+
+    let out = output(&server, &["unlock", "doc", "--force"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.starts_with("removed rwlock \"doc\" held by "),
+        "{said}"
+    );
+    assert!(said.contains("2 read"), "{said}");
+    for (run, _) in &readers {
+        assert!(said.contains(&format!("/{}", run.child.id())), "{said}");
+    }
+    assert_eq!(server.cli(&["EXISTS", "relock:{doc}:rw"]), "0");
+    assert_eq!(
+        server.cli(&["GET", "relock:{doc}:fence"]),
+        fence_before,
+        "the fence sequence is kept"
+    );
+    for (run, mark) in readers {
+        let out = finish(run, Duration::from_secs(10));
+        assert_eq!(code(&out), 75, "{}", stderr(&out));
+        assert_eq!(
+            std::fs::read_to_string(&mark).expect("SIGTERM").trim(),
+            "TERM"
+        );
+    }
+    assert_eq!(code(&output(&server, &["unlock", "doc", "--force"])), 78);
 }
