@@ -11,15 +11,15 @@
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
 mod common;
-mod workers;
 
 use std::time::{Duration, Instant};
 
-use common::command_calls;
+use common::{command_calls, runtime};
 use relock::{Client, ClientOptions, Lease, MutexOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, worker_role, Workers,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
-use workers::{env_count, env_var, hear, runtime, say, Event, Workers};
 
 const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
@@ -193,19 +193,13 @@ fn run_line(server: &RedisServer, processes: usize, tasks: usize, arrival: Arriv
         .expect("the orchestrator still held the lock");
     let deadline = started + WORKLOAD_LIMIT;
     let mut sections = Vec::with_capacity(waiters);
-    let mut open = processes;
-    let mut done = 0;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(_, line) if line == DONE => done += 1,
-            Event::Line(i, line) => sections.push(parse_section(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
+    // Every worker must report its turns and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        sections.push(parse_section(i, &line));
+    });
     let elapsed = started.elapsed();
     workers.reap_all_successful(deadline);
     let calls = command_calls(server, "evalsha") - calls_before;
-    assert_eq!(done, processes, "every worker reported its turns");
     assert_eq!(sections.len(), waiters, "every waiter had its turn");
 
     let mut intervals: Vec<(u64, u64)> = sections.iter().map(|s| (s.enter, s.exit)).collect();
@@ -284,7 +278,7 @@ fn parse_section(worker: usize, line: &str) -> Section {
 /// nanoseconds); then prints `DONE`.
 fn waiter_worker() {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
     let runtime = runtime();
     let client = runtime.block_on(async {
         Client::connect_with_options(url.as_str(), client_options())

@@ -11,23 +11,24 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::runtime;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, Error};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_command, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_index,
+    worker_role, Workers,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
 
 /// Environment variables through which the orchestrator configures its workers.
 const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
 const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
-const WORKER_ENV: &str = "RELOCK_TEST_WORKER";
 
 /// Worker roles.
 const MULTI: &str = "multi";
@@ -55,7 +56,6 @@ const CONTROL_WAIT: Duration = Duration::from_millis(1500);
 
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
-const REAP_LIMIT: Duration = Duration::from_secs(5);
 
 /// Lines of the worker protocol on stdout (stdin carries only `GO`).
 const READY: &str = "READY";
@@ -157,14 +157,12 @@ fn run_workers(
     tasks: usize,
     iterations: usize,
 ) -> Run {
-    let mut workers = Workers::spawn(role, processes, |i| {
-        vec![
-            (URL_ENV, server.url()),
-            (TASKS_ENV, tasks.to_string()),
-            (ITERATIONS_ENV, iterations.to_string()),
-            (WORKER_ENV, i.to_string()),
-        ]
-    });
+    let envs = [
+        (URL_ENV, server.url()),
+        (TASKS_ENV, tasks.to_string()),
+        (ITERATIONS_ENV, iterations.to_string()),
+    ];
+    let mut workers = Workers::spawn(role, processes, &envs);
     workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
     workers.broadcast(GO);
     let started = Instant::now();
@@ -174,26 +172,16 @@ fn run_workers(
         deadlocks: Vec::new(),
         elapsed: Duration::ZERO,
     };
-    let mut done = vec![false; processes];
-    let mut open = processes;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(i, line) if line == DONE => done[i] = true,
-            Event::Line(i, line) if line.starts_with(DEADLOCK) => {
-                run.deadlocks.push(format!("worker {i}: {line}"));
-            }
-            Event::Line(i, line) => {
-                let (name, interval) = parse_interval(i, &line);
-                run.intervals[name].push(interval);
-            }
-            Event::Closed(_) => open -= 1,
+    // Every worker must report everything and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        if line.starts_with(DEADLOCK) {
+            run.deadlocks.push(format!("worker {i}: {line}"));
+        } else {
+            let (name, interval) = parse_interval(i, &line);
+            run.intervals[name].push(interval);
         }
-    }
-    for (i, done) in done.into_iter().enumerate() {
-        let status = workers.reap(i, deadline);
-        assert!(status.success(), "worker {i} failed: {status}");
-        assert!(done, "worker {i} exited without reporting everything");
-    }
+    });
+    workers.reap_all_successful(deadline);
     run.elapsed = started.elapsed();
     run
 }
@@ -212,145 +200,9 @@ fn parse_interval(worker: usize, line: &str) -> (usize, (u64, u64)) {
     parsed.unwrap_or_else(|| panic!("worker {worker} printed {line:?}, not `I NAME ENTER EXIT`"))
 }
 
-enum Event {
-    Line(usize, String),
-    Closed(usize),
-}
-
-/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
-/// a full pipe. Dropping it kills and reaps every worker still running, so that a failed
-/// assertion leaves no process behind.
-struct Workers {
-    role: String,
-    children: Vec<Child>,
-    events: mpsc::Receiver<Event>,
-}
-
-impl Workers {
-    fn spawn(
-        role: &str,
-        count: usize,
-        envs: impl Fn(usize) -> Vec<(&'static str, String)>,
-    ) -> Workers {
-        let (sender, events) = mpsc::channel();
-        let mut workers = Workers {
-            role: role.to_owned(),
-            children: Vec::with_capacity(count),
-            events,
-        };
-        for i in 0..count {
-            let mut child = worker_command(role, &envs(i))
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
-            let stdout = child.stdout.take().expect("worker stdout is piped");
-            // Pushed before anything else can fail, so that Drop reaps it.
-            workers.children.push(child);
-            let sender = sender.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(Event::Line(i, line)).is_err() {
-                        return;
-                    }
-                }
-                let _ = sender.send(Event::Closed(i));
-            });
-        }
-        workers
-    }
-
-    fn next_event(&self, deadline: Instant) -> Event {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{} workers: no output before the deadline", self.role)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} workers: every output pipe closed", self.role)
-            }
-        }
-    }
-
-    /// Waits until every worker printed `expected`; any other output first is a failure.
-    fn expect_from_all(&self, expected: &str, deadline: Instant) {
-        let mut pending = vec![true; self.children.len()];
-        while pending.contains(&true) {
-            match self.next_event(deadline) {
-                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
-                Event::Line(i, line) => panic!(
-                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
-                    self.role
-                ),
-                Event::Closed(i) => panic!(
-                    "{} worker {i} closed its output before {expected:?}",
-                    self.role
-                ),
-            }
-        }
-    }
-
-    fn broadcast(&mut self, line: &str) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
-            writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
-        }
-    }
-
-    /// Waits for worker `index` to exit, polling until `deadline`.
-    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
-        let child = &mut self.children[index];
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
-                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        // No panics here: this also runs while a failed assertion unwinds.
-        for child in &mut self.children {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                continue;
-            }
-            let _ = child.kill();
-            let deadline = Instant::now() + REAP_LIMIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Worker side
 // ---------------------------------------------------------------------------------------------
-
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
-}
-
-fn env_count(name: &str) -> usize {
-    let value = env_var(name);
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value:?} is not a count"))
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
-}
 
 /// How a task takes the names of a set.
 #[derive(Clone, Copy)]
@@ -366,13 +218,10 @@ enum Taking {
 /// `I NAME ENTER EXIT` per name held, any suspected deadlock as `DEADLOCK …`, then `DONE`.
 fn worker(taking: Taking) {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
-    let index = env_count(WORKER_ENV);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
+    let index = worker_index();
+    let runtime = runtime();
     let (client, conn) = runtime.block_on(async {
         let client = Client::connect(url.as_str())
             .await
@@ -386,11 +235,7 @@ fn worker(taking: Taking) {
     });
 
     say(READY);
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("read the start signal");
-    assert_eq!(go.trim(), GO, "the orchestrator went away before the start");
+    hear(GO);
 
     let reports = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -416,13 +261,8 @@ fn worker(taking: Taking) {
             .expect("the worker's tasks finish in time")
     });
 
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for line in reports {
-        writeln!(out, "{line}").expect("write a report");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(reports);
+    say(DONE);
 }
 
 /// Locks `iterations` sets in turn, starting from `SETS[first_set]`, and reports each critical

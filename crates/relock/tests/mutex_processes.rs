@@ -10,17 +10,18 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+mod common;
+
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use common::runtime;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, Error, Lease, MutexOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_command, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_role, Workers,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
 
 /// Environment variables through which the orchestrator configures its workers.
@@ -287,23 +288,11 @@ fn run_increments(server: &RedisServer, role: &str, workload: &Workload) -> Run 
 
     let deadline = started + WORKLOAD_LIMIT;
     let mut intervals = Vec::with_capacity(workload.total());
-    let mut done = vec![false; workload.processes];
-    let mut open = workload.processes;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(i, line) if line == DONE => done[i] = true,
-            Event::Line(i, line) => intervals.push(parse_interval(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
-    for (i, done) in done.into_iter().enumerate() {
-        let status = workers.reap(i, deadline);
-        assert!(status.success(), "worker {i} failed: {status}");
-        assert!(
-            done,
-            "worker {i} exited without reporting all its intervals"
-        );
-    }
+    // Every worker must report all its intervals and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        intervals.push(parse_interval(i, &line));
+    });
+    workers.reap_all_successful(deadline);
     let elapsed = started.elapsed();
 
     let counter = server.cli(&["GET", COUNTER_KEY]);
@@ -335,171 +324,8 @@ fn percentile(sorted: &[u64], pct: usize) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Worker processes, orchestrator side
+// Worker processes
 // ---------------------------------------------------------------------------------------------
-
-enum Event {
-    Line(usize, String),
-    Closed(usize),
-}
-
-/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
-/// a full pipe. Dropping it kills and reaps every worker still running: a failed assertion must
-/// not leave processes behind that hold locks or keep hammering Redis.
-struct Workers {
-    role: String,
-    children: Vec<Child>,
-    events: mpsc::Receiver<Event>,
-}
-
-impl Workers {
-    fn spawn(role: &str, count: usize, envs: &[(&str, String)]) -> Workers {
-        let (sender, events) = mpsc::channel();
-        let mut workers = Workers {
-            role: role.to_owned(),
-            children: Vec::with_capacity(count),
-            events,
-        };
-        for i in 0..count {
-            let mut child = worker_command(role, envs)
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
-            let stdout = child.stdout.take().expect("worker stdout is piped");
-            // Pushed before anything else can fail, so that Drop reaps it.
-            workers.children.push(child);
-            let sender = sender.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(Event::Line(i, line)).is_err() {
-                        return;
-                    }
-                }
-                let _ = sender.send(Event::Closed(i));
-            });
-        }
-        workers
-    }
-
-    fn next_event(&self, deadline: Instant) -> Event {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{} workers: no output before the deadline", self.role)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} workers: every output pipe closed", self.role)
-            }
-        }
-    }
-
-    /// Waits until every worker printed `expected`, in any order; any other output first is a
-    /// failure.
-    fn expect_from_all(&self, expected: &str, deadline: Instant) {
-        let mut pending = vec![true; self.children.len()];
-        while pending.contains(&true) {
-            match self.next_event(deadline) {
-                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
-                Event::Line(i, line) => panic!(
-                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
-                    self.role
-                ),
-                Event::Closed(i) => panic!(
-                    "{} worker {i} closed its output before {expected:?}",
-                    self.role
-                ),
-            }
-        }
-    }
-
-    /// Fails if a worker has already printed a line starting with `refused`.
-    fn refuse_line(&self, refused: &str) {
-        while let Ok(event) = self.events.try_recv() {
-            if let Event::Line(i, line) = event {
-                assert!(
-                    !line.starts_with(refused),
-                    "{} worker {i} printed {line:?}",
-                    self.role
-                );
-            }
-        }
-    }
-
-    fn broadcast(&mut self, line: &str) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
-            writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
-        }
-    }
-
-    fn kill(&mut self, index: usize) {
-        self.children[index]
-            .kill()
-            .unwrap_or_else(|e| panic!("cannot kill worker {index}: {e}"));
-    }
-
-    /// Waits for worker `index` to exit, polling until `deadline`.
-    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
-        let child = &mut self.children[index];
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
-                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        // No panics here: this also runs while a failed assertion unwinds.
-        for child in &mut self.children {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                continue;
-            }
-            let _ = child.kill();
-            let deadline = Instant::now() + REAP_LIMIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Worker processes, worker side
-// ---------------------------------------------------------------------------------------------
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
-}
-
-fn env_count(name: &str) -> usize {
-    let value = env_var(name);
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value:?} is not a count"))
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
-}
 
 /// How a worker's tasks keep each other out of the critical section.
 #[derive(Clone, Copy)]
@@ -515,8 +341,8 @@ enum Guarding {
 /// `I ENTER EXIT` (monotonic nanoseconds), then `DONE`.
 fn increments_worker(guarding: Guarding) {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
     let runtime = runtime();
     let (client, conn) = runtime.block_on(async {
         let client = Client::connect(url.as_str())
@@ -531,11 +357,7 @@ fn increments_worker(guarding: Guarding) {
     });
 
     say(READY);
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("read the start signal");
-    assert_eq!(go.trim(), GO, "the orchestrator went away before the start");
+    hear(GO);
 
     let intervals = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -563,13 +385,12 @@ fn increments_worker(guarding: Guarding) {
             .expect("the worker's increments finish in time")
     });
 
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for (enter, exit) in intervals {
-        writeln!(out, "I {enter} {exit}").expect("write an interval");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(
+        intervals
+            .into_iter()
+            .map(|(enter, exit)| format!("I {enter} {exit}")),
+    );
+    say(DONE);
 }
 
 async fn relock_increments(

@@ -9,16 +9,17 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-mod workers;
+mod common;
 
-use std::io::{BufWriter, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
+use common::runtime;
 use relock::{Client, Error, Lease, SemaphoreOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_role, Workers,
+};
 use relock_testkit::RedisServer;
-use workers::{env_count, env_var, hear, runtime, say, Event, Workers, REAP_LIMIT};
 
 const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
@@ -37,6 +38,7 @@ const VICTIM_LEASE: Duration = Duration::from_millis(1500);
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(60);
 const HOLDER_LIMIT: Duration = Duration::from_secs(60);
+const REAP_LIMIT: Duration = Duration::from_secs(5);
 
 const READY: &str = "READY";
 const GO: &str = "GO";
@@ -84,17 +86,11 @@ fn never_more_permits_held_than_the_total() {
     let deadline = started + WORKLOAD_LIMIT;
     // (enter, exit, permits) of every section.
     let mut sections: Vec<(u64, u64, u32)> = Vec::new();
-    let mut open = processes;
-    let mut done = 0;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(_, line) if line == DONE => done += 1,
-            Event::Line(i, line) => sections.push(parse_section(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
+    // Every worker must report all its sections and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        sections.push(parse_section(i, &line));
+    });
     workers.reap_all_successful(deadline);
-    assert_eq!(done, processes, "every worker reported all its sections");
     assert_eq!(sections.len(), processes * tasks * iterations);
 
     let (peak, at) = peak_permits(&sections);
@@ -166,7 +162,7 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
         let live = expect_held(sem.try_acquire_many(2).await, "while the holder lives");
         assert_eq!(sem.available().await.expect("available"), 1);
-        workers.expect_silence();
+        workers.refuse_line(LOST);
         println!("    live holder: its grant has {live:?} left after more than one lease");
 
         workers.kill(0);
@@ -248,8 +244,8 @@ fn expect_held(result: relock::Result<relock::SemaphorePermit>, when: &str) -> D
 /// `S ENTER EXIT PERMITS` (monotonic nanoseconds), then `DONE`.
 fn contender_worker() {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
     let runtime = runtime();
     let client = runtime.block_on(async {
         Client::connect(url.as_str())
@@ -290,13 +286,12 @@ fn contender_worker() {
             .await
             .expect("the worker's tasks finish in time")
     });
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for (enter, exit, permits) in sections {
-        writeln!(out, "S {enter} {exit} {permits}").expect("write a section");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(
+        sections
+            .into_iter()
+            .map(|(enter, exit, permits)| format!("S {enter} {exit} {permits}")),
+    );
+    say(DONE);
 }
 
 /// Takes 2 permits of the victim semaphore, reports `ACQUIRED`, then holds them (renewing)

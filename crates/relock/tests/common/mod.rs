@@ -34,3 +34,11 @@ pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// A multi-threaded runtime for a worker process or an orchestrator that runs no `#[test]`.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
