@@ -7,7 +7,8 @@
 //! The orchestrator starts copies of itself with [`Workers::spawn`] and talks
 //! to them in lines: it reads what each prints on stdout ([`Workers::next_event`],
 //! [`Workers::expect_from_all`], [`Workers::collect_until`]) and writes to their
-//! stdin ([`Workers::send`], [`Workers::broadcast`]). A worker answers with
+//! stdin ([`Workers::send`], [`Workers::broadcast`]); [`Workers::start_together`]
+//! and [`start_barrier`] make a start barrier of the two. A worker answers with
 //! [`say`], [`say_all`] and [`hear`], and reads its configuration with
 //! [`env_var`], [`env_parse`] and [`worker_index`]. Every wait takes a
 //! deadline, and dropping [`Workers`] kills and reaps every worker still
@@ -22,14 +23,14 @@
 //!
 //! use relock_testkit::check_no_overlap;
 //! use relock_testkit::process::{
-//!     env_parse, hear, monotonic_nanos, run_scenarios, say, say_all, worker_role, Workers,
+//!     env_parse, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
+//!     Workers, DONE,
 //! };
 //!
 //! /// Worker: waits for the start, then reports `ROUNDS` critical sections.
 //! fn contender() {
 //!     let rounds: usize = env_parse("ROUNDS");
-//!     say("READY");
-//!     hear("GO");
+//!     start_barrier();
 //!     // Take the lock around each section here.
 //!     let sections = (0..rounds).map(|_| {
 //!         let enter = monotonic_nanos();
@@ -37,17 +38,15 @@
 //!         format!("{enter} {exit}")
 //!     });
 //!     say_all(sections);
-//!     say("DONE");
+//!     say(DONE);
 //! }
 //!
 //! fn contenders() {
 //!     let mut workers = Workers::spawn("contender", 3, &[("ROUNDS", "10".to_owned())]);
-//!     // Everyone is connected before anyone starts.
-//!     workers.expect_from_all("READY", Instant::now() + Duration::from_secs(30));
-//!     workers.broadcast("GO");
+//!     workers.start_together(Instant::now() + Duration::from_secs(30));
 //!     let deadline = Instant::now() + Duration::from_secs(60);
 //!     let mut intervals = Vec::new();
-//!     workers.collect_until("DONE", deadline, |worker, line| {
+//!     workers.collect_until(DONE, deadline, |_worker, line| {
 //!         let (enter, exit) = line.split_once(' ').expect("ENTER EXIT");
 //!         let parse = |n: &str| n.parse::<u64>().expect("nanoseconds");
 //!         intervals.push((parse(enter), parse(exit)));
@@ -72,6 +71,7 @@
 use std::env;
 use std::fmt::Display;
 use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::panic;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
@@ -79,6 +79,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use nix::time::{clock_gettime, ClockId};
 
 /// Environment variable telling a spawned test binary which role to play.
@@ -87,6 +88,18 @@ pub const WORKER_ENV: &str = "RELOCK_TESTKIT_WORKER";
 /// Environment variable carrying a worker's index among the [`Workers`]
 /// spawned with it; read it with [`worker_index`].
 pub const WORKER_INDEX_ENV: &str = "RELOCK_TESTKIT_WORKER_INDEX";
+
+/// What a worker prints once it is set up and waits at the start barrier
+/// ([`start_barrier`]).
+pub const READY: &str = "READY";
+
+/// What the orchestrator sends to let workers past the start barrier
+/// ([`Workers::start_together`]).
+pub const GO: &str = "GO";
+
+/// What a worker prints after its last report: the usual `last` line of
+/// [`Workers::collect_until`].
+pub const DONE: &str = "DONE";
 
 /// How long dropping [`Workers`] waits for the killed workers to exit.
 const DROP_REAP_LIMIT: Duration = Duration::from_secs(5);
@@ -261,6 +274,21 @@ impl Workers {
         }
     }
 
+    /// The start barrier, orchestrator side: waits until every worker printed
+    /// [`READY`] (see [`start_barrier`]), then sends them all [`GO`]. Workers
+    /// set up at their own pace (process start, connections), and none starts
+    /// its workload before all are ready, so the first ones do not run
+    /// uncontended.
+    ///
+    /// # Panics
+    ///
+    /// As [`expect_from_all`](Self::expect_from_all) and
+    /// [`broadcast`](Self::broadcast) do.
+    pub fn start_together(&mut self, deadline: Instant) {
+        self.expect_from_all(READY, deadline);
+        self.broadcast(GO);
+    }
+
     /// Reads every worker's output to its end, handing each line to
     /// `on_line(worker, line)`, until each worker printed `last` and then
     /// closed its output: the way to collect what workers report before they
@@ -379,6 +407,22 @@ impl Workers {
         }
     }
 
+    /// Reaps worker `index`, which [`kill`](Self::kill) ended, and fails
+    /// unless `SIGKILL` is what ended it.
+    ///
+    /// # Panics
+    ///
+    /// If the worker exited in another way or still runs at `deadline`.
+    pub fn reap_killed(&mut self, index: usize, deadline: Instant) {
+        let status = self.reap(index, deadline);
+        assert_eq!(
+            status.signal(),
+            Some(Signal::SIGKILL as i32),
+            "{} worker {index} did not die of SIGKILL: {status}",
+            self.role
+        );
+    }
+
     /// Reaps every worker, in order, and fails unless each exited
     /// successfully.
     ///
@@ -494,6 +538,17 @@ pub fn say_all(lines: impl IntoIterator<Item = impl Display>) {
         writeln!(out, "{line}").expect("write to the orchestrator");
     }
     out.flush().expect("write to the orchestrator");
+}
+
+/// The start barrier, worker side: prints [`READY`], then blocks until the
+/// orchestrator sends [`GO`] (see [`Workers::start_together`]).
+///
+/// # Panics
+///
+/// As [`say`] and [`hear`] do.
+pub fn start_barrier() {
+    say(READY);
+    hear(GO);
 }
 
 /// Reads one line from the orchestrator, blocking until it comes, and checks

@@ -12,7 +12,7 @@ use nix::sys::signal;
 use nix::unistd::Pid;
 use relock_testkit::process::{
     env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, spawn_worker,
-    worker_command, worker_index, worker_role, Event, Workers,
+    start_barrier, worker_command, worker_index, worker_role, Event, Workers, DONE,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
 
@@ -54,11 +54,10 @@ fn incr() {
 fn reporter() {
     let rounds: usize = env_parse("ROUNDS");
     let greeting = env_var("GREETING");
-    say("READY");
-    hear("GO");
+    start_barrier();
     let index = worker_index();
     say_all((0..rounds).map(|round| format!("{index} {round} {greeting}")));
-    say("DONE");
+    say(DONE);
 }
 
 /// Worker: echoes every line it hears, prefixed with its index, until `STOP`.
@@ -180,11 +179,10 @@ fn process_exists(pid: u32) -> bool {
 fn workers_meet_at_the_barrier_and_report() {
     let envs = [("ROUNDS", "50".to_owned()), ("GREETING", "hi".to_owned())];
     let mut workers = Workers::spawn("reporter", 3, &envs);
-    workers.expect_from_all("READY", Instant::now() + LIMIT);
-    workers.broadcast("GO");
+    workers.start_together(Instant::now() + LIMIT);
     let deadline = Instant::now() + LIMIT;
     let mut counts = [0usize; 3];
-    workers.collect_until("DONE", deadline, |i, line| {
+    workers.collect_until(DONE, deadline, |i, line| {
         let fields: Vec<&str> = line.split(' ').collect();
         assert_eq!(fields[0], i.to_string(), "worker {i} knows its index");
         assert_eq!(
@@ -269,6 +267,16 @@ fn waits_end_at_their_deadline() {
         workers.reap(0, Instant::now() + Duration::from_millis(200));
     });
     assert!(message.contains("still runs at its deadline"), "{message}");
+}
+
+fn reap_killed_tells_a_kill_from_an_exit() {
+    let mut workers = Workers::spawn("sleeper", 1, &[]);
+    workers.kill(0);
+    workers.reap_killed(0, Instant::now() + LIMIT);
+
+    let mut workers = Workers::spawn("quitter", 1, &[]);
+    let message = expect_panic(|| workers.reap_killed(0, Instant::now() + LIMIT));
+    assert!(message.contains("did not die of SIGKILL"), "{message}");
 }
 
 fn dropping_kills_and_reaps_every_worker() {
@@ -384,6 +392,10 @@ fn main() {
             collect_until_fails_when_a_worker_ends_early,
         ),
         ("waits_end_at_their_deadline", waits_end_at_their_deadline),
+        (
+            "reap_killed_tells_a_kill_from_an_exit",
+            reap_killed_tells_a_kill_from_an_exit,
+        ),
         (
             "dropping_kills_and_reaps_every_worker",
             dropping_kills_and_reaps_every_worker,

@@ -14,15 +14,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{command_calls, runtime};
+use common::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 use relock::{Client, ClientOptions, Lease, MutexOptions};
 use relock_testkit::process::{
-    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, worker_role, Workers,
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, start_barrier, worker_role, Workers,
+    DONE, GO, READY,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
-
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
 
 const WAITER: &str = "waiter";
 const LOCK: &str = "turns";
@@ -35,10 +33,6 @@ const WORKLOAD_LIMIT: Duration = Duration::from_secs(30);
 const WAKE_FALLBACK: Duration = Duration::from_secs(20);
 /// How long each worker holds the lock.
 const HOLD: Duration = Duration::from_millis(5);
-
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
 
 fn main() {
     if let Some(role) = worker_role() {
@@ -285,8 +279,7 @@ fn waiter_worker() {
             .await
             .expect("the worker connects to redis")
     });
-    say(READY);
-    hear(GO);
+    start_barrier();
     runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
@@ -305,14 +298,7 @@ fn waiter_worker() {
                 say(&format!("T {enter} {exit}"));
             });
         }
-        let all = async {
-            while let Some(done) = set.join_next().await {
-                done.expect("a task panicked");
-            }
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("every turn comes in time");
+        join_within(set, WORKLOAD_LIMIT).await;
     });
     say(DONE);
 }

@@ -15,20 +15,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::runtime;
+use common::{connect_with_raw, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, Error};
 use relock_testkit::process::{
-    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_index,
-    worker_role, Workers,
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_index,
+    worker_role, Workers, DONE,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
-
-/// Environment variables through which the orchestrator configures its workers.
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
 
 /// Worker roles.
 const MULTI: &str = "multi";
@@ -57,10 +52,7 @@ const CONTROL_WAIT: Duration = Duration::from_millis(1500);
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
 
-/// Lines of the worker protocol on stdout (stdin carries only `GO`).
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
+/// How a worker's report of a suspected deadlock starts.
 const DEADLOCK: &str = "DEADLOCK";
 
 fn main() {
@@ -163,8 +155,7 @@ fn run_workers(
         (ITERATIONS_ENV, iterations.to_string()),
     ];
     let mut workers = Workers::spawn(role, processes, &envs);
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+    workers.start_together(Instant::now() + STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     let mut run = Run {
@@ -222,20 +213,9 @@ fn worker(taking: Taking) {
     let iterations: usize = env_parse(ITERATIONS_ENV);
     let index = worker_index();
     let runtime = runtime();
-    let (client, conn) = runtime.block_on(async {
-        let client = Client::connect(url.as_str())
-            .await
-            .expect("the worker connects to redis");
-        let conn = redis::Client::open(url.as_str())
-            .expect("valid redis url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the worker opens a raw redis connection");
-        (client, conn)
-    });
+    let (client, conn) = runtime.block_on(connect_with_raw(&url));
 
-    say(READY);
-    hear(GO);
+    start_barrier();
 
     let reports = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -249,19 +229,10 @@ fn worker(taking: Taking) {
                 iterations,
             ));
         }
-        let all = async {
-            let mut reports = Vec::new();
-            while let Some(done) = set.join_next().await {
-                reports.extend(done.expect("a task panicked"));
-            }
-            reports
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's tasks finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
 
-    say_all(reports);
+    say_all(reports.into_iter().flatten());
     say(DONE);
 }
 

@@ -12,22 +12,19 @@
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use common::runtime;
+use common::{
+    connect_with_raw, expect_held_for, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use relock::{Client, Error, Lease, MutexOptions};
+use relock::{Client, Lease, MutexOptions};
 use relock_testkit::process::{
-    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_role, Workers,
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
+    Workers, DONE,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
-
-/// Environment variables through which the orchestrator configures its workers.
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
 
 /// Worker roles.
 const RELOCK_INCREMENTS: &str = "relock-increments";
@@ -54,10 +51,7 @@ const REAP_LIMIT: Duration = Duration::from_secs(5);
 /// How long the holder sleeps on its lock before giving up by itself.
 const HOLDER_LIMIT: Duration = Duration::from_secs(60);
 
-/// Lines of the worker protocol on stdout (stdin carries only `GO`).
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
+/// Lines of the holder's protocol on stdout.
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
@@ -177,14 +171,22 @@ fn killed_holder_frees_after_lease_not_before() {
         // renewal period (a sixth of the lease) past it, so that the kill below falls midway
         // between two renewals, away from both bounds checked after it.
         tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
-        let live = expect_held(mutex.try_lock().await, "while its holder lives");
+        let live = expect_held_for(
+            mutex.try_lock().await,
+            VICTIM_LEASE,
+            "while its holder lives",
+        );
         workers.refuse_line(LOST);
         println!("    live holder: lease has {live:?} left after more than one lease");
 
         workers.kill(0);
         let killed = Instant::now();
 
-        let at_kill = expect_held(mutex.try_lock().await, "right after its holder was killed");
+        let at_kill = expect_held_for(
+            mutex.try_lock().await,
+            VICTIM_LEASE,
+            "right after its holder was killed",
+        );
         let guard = mutex
             .lock_timeout(Duration::from_secs(5))
             .await
@@ -215,37 +217,11 @@ fn killed_holder_frees_after_lease_not_before() {
         );
     });
 
-    let status = workers.reap(0, Instant::now() + REAP_LIMIT);
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the holder died of SIGKILL ({status})"
-    );
+    workers.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
 fn victim_options() -> MutexOptions {
     MutexOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
-}
-
-/// The lease left when `result` is the expected [`Error::Held`]; panics on anything else.
-fn expect_held(result: relock::Result<relock::MutexGuard>, when: &str) -> Duration {
-    match result {
-        Err(Error::Held {
-            remaining: Some(left),
-            ..
-        }) => {
-            assert!(
-                left <= VICTIM_LEASE,
-                "{when}: lease left {left:?} exceeds the lease"
-            );
-            left
-        }
-        Err(Error::Held {
-            remaining: None, ..
-        }) => panic!("{when}: the lock is held without an expiry"),
-        Ok(guard) => panic!("{when}: try_lock acquired the lock ({guard:?}), expected Held"),
-        Err(other) => panic!("{when}: try_lock failed with {other}, expected Held"),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,8 +258,7 @@ fn run_increments(server: &RedisServer, role: &str, workload: &Workload) -> Run 
     let mut workers = Workers::spawn(role, workload.processes, &envs);
     // Every worker connects before any starts, so that start-up time does not leave the first
     // ones to run uncontended.
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+    workers.start_together(Instant::now() + STARTUP_LIMIT);
     let started = Instant::now();
 
     let deadline = started + WORKLOAD_LIMIT;
@@ -344,20 +319,9 @@ fn increments_worker(guarding: Guarding) {
     let tasks: usize = env_parse(TASKS_ENV);
     let iterations: usize = env_parse(ITERATIONS_ENV);
     let runtime = runtime();
-    let (client, conn) = runtime.block_on(async {
-        let client = Client::connect(url.as_str())
-            .await
-            .expect("the worker connects to redis");
-        let conn = redis::Client::open(url.as_str())
-            .expect("valid redis url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the worker opens a raw redis connection");
-        (client, conn)
-    });
+    let (client, conn) = runtime.block_on(connect_with_raw(&url));
 
-    say(READY);
-    hear(GO);
+    start_barrier();
 
     let intervals = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -373,21 +337,13 @@ fn increments_worker(guarding: Guarding) {
                 }
             }
         }
-        let all = async {
-            let mut intervals = Vec::with_capacity(tasks * iterations);
-            while let Some(done) = set.join_next().await {
-                intervals.extend(done.expect("an increment task panicked"));
-            }
-            intervals
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's increments finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
 
     say_all(
         intervals
             .into_iter()
+            .flatten()
             .map(|(enter, exit)| format!("I {enter} {exit}")),
     );
     say(DONE);

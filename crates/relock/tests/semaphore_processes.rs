@@ -11,19 +11,15 @@
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use common::runtime;
-use relock::{Client, Error, Lease, SemaphoreOptions};
+use common::{expect_held_for, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
+use relock::{Client, Lease, SemaphoreOptions};
 use relock_testkit::process::{
-    env_parse, env_var, hear, monotonic_nanos, run_scenarios, say, say_all, worker_role, Workers,
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
+    Workers, DONE,
 };
 use relock_testkit::RedisServer;
-
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
 
 const CONTENDER: &str = "contender";
 const HOLDER: &str = "holder";
@@ -40,9 +36,6 @@ const WORKLOAD_LIMIT: Duration = Duration::from_secs(60);
 const HOLDER_LIMIT: Duration = Duration::from_secs(60);
 const REAP_LIMIT: Duration = Duration::from_secs(5);
 
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
@@ -80,8 +73,7 @@ fn never_more_permits_held_than_the_total() {
         (ITERATIONS_ENV, iterations.to_string()),
     ];
     let mut workers = Workers::spawn(CONTENDER, processes, &envs);
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+    workers.start_together(Instant::now() + STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     // (enter, exit, permits) of every section.
@@ -160,7 +152,11 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         // Longer than one whole lease, so only renewal can still hold the permits; and half a
         // renewal period past it, so that the kill falls midway between two renewals.
         tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
-        let live = expect_held(sem.try_acquire_many(2).await, "while the holder lives");
+        let live = expect_held_for(
+            sem.try_acquire_many(2).await,
+            VICTIM_LEASE,
+            "while the holder lives",
+        );
         assert_eq!(sem.available().await.expect("available"), 1);
         workers.refuse_line(LOST);
         println!("    live holder: its grant has {live:?} left after more than one lease");
@@ -168,7 +164,11 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         workers.kill(0);
         let killed = Instant::now();
 
-        let at_kill = expect_held(sem.try_acquire_many(2).await, "right after the kill");
+        let at_kill = expect_held_for(
+            sem.try_acquire_many(2).await,
+            VICTIM_LEASE,
+            "right after the kill",
+        );
         // The third permit was never the holder's: it stays free all along.
         let third = sem.try_acquire().await.expect("the free permit");
         third.release().await.expect("release");
@@ -202,37 +202,11 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         );
     });
 
-    let status = workers.reap(0, Instant::now() + REAP_LIMIT);
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the holder died of SIGKILL ({status})"
-    );
+    workers.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
 fn victim_options() -> SemaphoreOptions {
     SemaphoreOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
-}
-
-/// The time until the first grant ends when `result` is the expected [`Error::Held`].
-fn expect_held(result: relock::Result<relock::SemaphorePermit>, when: &str) -> Duration {
-    match result {
-        Err(Error::Held {
-            remaining: Some(left),
-            ..
-        }) => {
-            assert!(
-                left <= VICTIM_LEASE,
-                "{when}: {left:?} left exceeds the lease"
-            );
-            left
-        }
-        Err(Error::Held {
-            remaining: None, ..
-        }) => panic!("{when}: held without an expiry"),
-        Ok(permit) => panic!("{when}: try_acquire_many got {permit:?}, expected Held"),
-        Err(other) => panic!("{when}: try_acquire_many failed with {other}, expected Held"),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,8 +226,7 @@ fn contender_worker() {
             .await
             .expect("the worker connects to redis")
     });
-    say(READY);
-    hear(GO);
+    start_barrier();
     let sections = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for task in 0..tasks {
@@ -275,20 +248,12 @@ fn contender_worker() {
                 sections
             });
         }
-        let all = async {
-            let mut sections = Vec::new();
-            while let Some(done) = set.join_next().await {
-                sections.extend(done.expect("a task panicked"));
-            }
-            sections
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's tasks finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
     say_all(
         sections
             .into_iter()
+            .flatten()
             .map(|(enter, exit, permits)| format!("S {enter} {exit} {permits}")),
     );
     say(DONE);
