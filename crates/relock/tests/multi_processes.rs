@@ -15,13 +15,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{connect_with_raw, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
+use common::{
+    connect_with_raw, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, Error};
 use relock_testkit::process::{
     env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_index,
-    worker_role, Workers, DONE,
+    worker_role, DONE,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
 
@@ -48,6 +50,13 @@ const SETS: [&[usize]; 9] = [
 const STUCK: Duration = Duration::from_secs(20);
 /// How long the control's tasks wait for their next name before calling it a deadlock.
 const CONTROL_WAIT: Duration = Duration::from_millis(1500);
+
+/// 4 processes × 4 tasks × 40 locks, in both scenarios.
+const WORKLOAD: Workload = Workload {
+    processes: 4,
+    tasks: 4,
+    iterations: 40,
+};
 
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
@@ -82,7 +91,7 @@ fn main() {
 
 fn overlapping_sets_across_processes() {
     let server = RedisServer::start();
-    let run = run_workers(&server, MULTI, 4, 4, 40);
+    let run = run_workers(&server, MULTI, &WORKLOAD);
     assert!(
         run.deadlocks.is_empty(),
         "locks waited {STUCK:?}: {:?}",
@@ -114,7 +123,7 @@ fn overlapping_sets_across_processes() {
 
 fn names_taken_one_by_one_deadlock() {
     let server = RedisServer::start();
-    let run = run_workers(&server, ONE_BY_ONE, 4, 4, 40);
+    let run = run_workers(&server, ONE_BY_ONE, &WORKLOAD);
     println!(
         "    names taken one by one: {} tasks found themselves waiting in a cycle",
         run.deadlocks.len()
@@ -142,20 +151,8 @@ struct Run {
     elapsed: Duration,
 }
 
-fn run_workers(
-    server: &RedisServer,
-    role: &str,
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-) -> Run {
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, tasks.to_string()),
-        (ITERATIONS_ENV, iterations.to_string()),
-    ];
-    let mut workers = Workers::spawn(role, processes, &envs);
-    workers.start_together(Instant::now() + STARTUP_LIMIT);
+fn run_workers(server: &RedisServer, role: &str, workload: &Workload) -> Run {
+    let mut workers = workload.start(server, role, STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     let mut run = Run {

@@ -15,7 +15,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    connect_with_raw, expect_held_for, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
+    connect_with_raw, expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV,
+    URL_ENV,
 };
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -228,18 +229,6 @@ fn victim_options() -> MutexOptions {
 // Increments: orchestrator side
 // ---------------------------------------------------------------------------------------------
 
-struct Workload {
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-}
-
-impl Workload {
-    fn total(&self) -> usize {
-        self.processes * self.tasks * self.iterations
-    }
-}
-
 struct Run {
     intervals: Vec<(u64, u64)>,
     counter: usize,
@@ -250,15 +239,7 @@ struct Run {
 /// Starts the workers, lets them all begin at once, and collects their intervals, the final
 /// counter and the exit status of each.
 fn run_increments(server: &RedisServer, role: &str, workload: &Workload) -> Run {
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, workload.tasks.to_string()),
-        (ITERATIONS_ENV, workload.iterations.to_string()),
-    ];
-    let mut workers = Workers::spawn(role, workload.processes, &envs);
-    // Every worker connects before any starts, so that start-up time does not leave the first
-    // ones to run uncontended.
-    workers.start_together(Instant::now() + STARTUP_LIMIT);
+    let mut workers = workload.start(server, role, STARTUP_LIMIT);
     let started = Instant::now();
 
     let deadline = started + WORKLOAD_LIMIT;

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{expect_held_for, join_within, runtime, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
+use common::{expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
 use relock::{Client, Lease, SemaphoreOptions};
 use relock_testkit::process::{
     env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
@@ -66,14 +66,12 @@ fn main() {
 
 fn never_more_permits_held_than_the_total() {
     let server = RedisServer::start();
-    let (processes, tasks, iterations) = (6, 4, 30);
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, tasks.to_string()),
-        (ITERATIONS_ENV, iterations.to_string()),
-    ];
-    let mut workers = Workers::spawn(CONTENDER, processes, &envs);
-    workers.start_together(Instant::now() + STARTUP_LIMIT);
+    let workload = Workload {
+        processes: 6,
+        tasks: 4,
+        iterations: 30,
+    };
+    let mut workers = workload.start(&server, CONTENDER, STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     // (enter, exit, permits) of every section.
@@ -83,7 +81,7 @@ fn never_more_permits_held_than_the_total() {
         sections.push(parse_section(i, &line));
     });
     workers.reap_all_successful(deadline);
-    assert_eq!(sections.len(), processes * tasks * iterations);
+    assert_eq!(sections.len(), workload.total());
 
     let (peak, at) = peak_permits(&sections);
     println!(

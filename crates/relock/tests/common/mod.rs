@@ -3,10 +3,11 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use relock::{Client, ClientOptions, Error};
+use relock_testkit::process::Workers;
 use relock_testkit::RedisServer;
 use tokio::task::JoinSet;
 
@@ -16,6 +17,36 @@ pub const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 pub const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
 /// How many times each worker task goes through its critical section.
 pub const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
+
+/// A multi-process workload: `processes` workers, each running `tasks` tasks that each go
+/// `iterations` times through their critical section.
+pub struct Workload {
+    pub processes: usize,
+    pub tasks: usize,
+    pub iterations: usize,
+}
+
+impl Workload {
+    /// Critical sections in all.
+    pub fn total(&self) -> usize {
+        self.processes * self.tasks * self.iterations
+    }
+
+    /// Spawns the workers in `role`, told the server, tasks and iterations through [`URL_ENV`],
+    /// [`TASKS_ENV`] and [`ITERATIONS_ENV`], and lets them all begin at once when each has
+    /// connected, within `startup`: start-up time must not leave the first ones to run
+    /// uncontended.
+    pub fn start(&self, server: &RedisServer, role: &str, startup: Duration) -> Workers {
+        let envs = [
+            (URL_ENV, server.url()),
+            (TASKS_ENV, self.tasks.to_string()),
+            (ITERATIONS_ENV, self.iterations.to_string()),
+        ];
+        let mut workers = Workers::spawn(role, self.processes, &envs);
+        workers.start_together(Instant::now() + startup);
+        workers
+    }
+}
 
 /// Connects a client with test-friendly timeouts.
 pub async fn client(server: &RedisServer) -> Client {
