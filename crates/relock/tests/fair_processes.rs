@@ -11,18 +11,16 @@
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
 mod common;
-mod workers;
 
 use std::time::{Duration, Instant};
 
-use common::command_calls;
+use common::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 use relock::{Client, ClientOptions, Lease, MutexOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, start_barrier, worker_role, Workers,
+    DONE, GO, READY,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
-use workers::{env_count, env_var, hear, runtime, say, Event, Workers};
-
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
 
 const WAITER: &str = "waiter";
 const LOCK: &str = "turns";
@@ -35,10 +33,6 @@ const WORKLOAD_LIMIT: Duration = Duration::from_secs(30);
 const WAKE_FALLBACK: Duration = Duration::from_secs(20);
 /// How long each worker holds the lock.
 const HOLD: Duration = Duration::from_millis(5);
-
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
 
 fn main() {
     if let Some(role) = worker_role() {
@@ -193,19 +187,13 @@ fn run_line(server: &RedisServer, processes: usize, tasks: usize, arrival: Arriv
         .expect("the orchestrator still held the lock");
     let deadline = started + WORKLOAD_LIMIT;
     let mut sections = Vec::with_capacity(waiters);
-    let mut open = processes;
-    let mut done = 0;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(_, line) if line == DONE => done += 1,
-            Event::Line(i, line) => sections.push(parse_section(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
+    // Every worker must report its turns and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        sections.push(parse_section(i, &line));
+    });
     let elapsed = started.elapsed();
     workers.reap_all_successful(deadline);
     let calls = command_calls(server, "evalsha") - calls_before;
-    assert_eq!(done, processes, "every worker reported its turns");
     assert_eq!(sections.len(), waiters, "every waiter had its turn");
 
     let mut intervals: Vec<(u64, u64)> = sections.iter().map(|s| (s.enter, s.exit)).collect();
@@ -284,15 +272,14 @@ fn parse_section(worker: usize, line: &str) -> Section {
 /// nanoseconds); then prints `DONE`.
 fn waiter_worker() {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
     let runtime = runtime();
     let client = runtime.block_on(async {
         Client::connect_with_options(url.as_str(), client_options())
             .await
             .expect("the worker connects to redis")
     });
-    say(READY);
-    hear(GO);
+    start_barrier();
     runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
@@ -311,14 +298,7 @@ fn waiter_worker() {
                 say(&format!("T {enter} {exit}"));
             });
         }
-        let all = async {
-            while let Some(done) = set.join_next().await {
-                done.expect("a task panicked");
-            }
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("every turn comes in time");
+        join_within(set, WORKLOAD_LIMIT).await;
     });
     say(DONE);
 }

@@ -11,23 +11,21 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{
+    connect_with_raw, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, Error};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_command, worker_role};
+use relock_testkit::process::{
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_index,
+    worker_role, DONE,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
-
-/// Environment variables through which the orchestrator configures its workers.
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
-const WORKER_ENV: &str = "RELOCK_TEST_WORKER";
 
 /// Worker roles.
 const MULTI: &str = "multi";
@@ -53,14 +51,17 @@ const STUCK: Duration = Duration::from_secs(20);
 /// How long the control's tasks wait for their next name before calling it a deadlock.
 const CONTROL_WAIT: Duration = Duration::from_millis(1500);
 
+/// 4 processes × 4 tasks × 40 locks, in both scenarios.
+const WORKLOAD: Workload = Workload {
+    processes: 4,
+    tasks: 4,
+    iterations: 40,
+};
+
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
-const REAP_LIMIT: Duration = Duration::from_secs(5);
 
-/// Lines of the worker protocol on stdout (stdin carries only `GO`).
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
+/// How a worker's report of a suspected deadlock starts.
 const DEADLOCK: &str = "DEADLOCK";
 
 fn main() {
@@ -90,7 +91,7 @@ fn main() {
 
 fn overlapping_sets_across_processes() {
     let server = RedisServer::start();
-    let run = run_workers(&server, MULTI, 4, 4, 40);
+    let run = run_workers(&server, MULTI, &WORKLOAD);
     assert!(
         run.deadlocks.is_empty(),
         "locks waited {STUCK:?}: {:?}",
@@ -122,7 +123,7 @@ fn overlapping_sets_across_processes() {
 
 fn names_taken_one_by_one_deadlock() {
     let server = RedisServer::start();
-    let run = run_workers(&server, ONE_BY_ONE, 4, 4, 40);
+    let run = run_workers(&server, ONE_BY_ONE, &WORKLOAD);
     println!(
         "    names taken one by one: {} tasks found themselves waiting in a cycle",
         run.deadlocks.len()
@@ -150,23 +151,8 @@ struct Run {
     elapsed: Duration,
 }
 
-fn run_workers(
-    server: &RedisServer,
-    role: &str,
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-) -> Run {
-    let mut workers = Workers::spawn(role, processes, |i| {
-        vec![
-            (URL_ENV, server.url()),
-            (TASKS_ENV, tasks.to_string()),
-            (ITERATIONS_ENV, iterations.to_string()),
-            (WORKER_ENV, i.to_string()),
-        ]
-    });
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+fn run_workers(server: &RedisServer, role: &str, workload: &Workload) -> Run {
+    let mut workers = workload.start(server, role, STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     let mut run = Run {
@@ -174,26 +160,16 @@ fn run_workers(
         deadlocks: Vec::new(),
         elapsed: Duration::ZERO,
     };
-    let mut done = vec![false; processes];
-    let mut open = processes;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(i, line) if line == DONE => done[i] = true,
-            Event::Line(i, line) if line.starts_with(DEADLOCK) => {
-                run.deadlocks.push(format!("worker {i}: {line}"));
-            }
-            Event::Line(i, line) => {
-                let (name, interval) = parse_interval(i, &line);
-                run.intervals[name].push(interval);
-            }
-            Event::Closed(_) => open -= 1,
+    // Every worker must report everything and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        if line.starts_with(DEADLOCK) {
+            run.deadlocks.push(format!("worker {i}: {line}"));
+        } else {
+            let (name, interval) = parse_interval(i, &line);
+            run.intervals[name].push(interval);
         }
-    }
-    for (i, done) in done.into_iter().enumerate() {
-        let status = workers.reap(i, deadline);
-        assert!(status.success(), "worker {i} failed: {status}");
-        assert!(done, "worker {i} exited without reporting everything");
-    }
+    });
+    workers.reap_all_successful(deadline);
     run.elapsed = started.elapsed();
     run
 }
@@ -212,145 +188,9 @@ fn parse_interval(worker: usize, line: &str) -> (usize, (u64, u64)) {
     parsed.unwrap_or_else(|| panic!("worker {worker} printed {line:?}, not `I NAME ENTER EXIT`"))
 }
 
-enum Event {
-    Line(usize, String),
-    Closed(usize),
-}
-
-/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
-/// a full pipe. Dropping it kills and reaps every worker still running, so that a failed
-/// assertion leaves no process behind.
-struct Workers {
-    role: String,
-    children: Vec<Child>,
-    events: mpsc::Receiver<Event>,
-}
-
-impl Workers {
-    fn spawn(
-        role: &str,
-        count: usize,
-        envs: impl Fn(usize) -> Vec<(&'static str, String)>,
-    ) -> Workers {
-        let (sender, events) = mpsc::channel();
-        let mut workers = Workers {
-            role: role.to_owned(),
-            children: Vec::with_capacity(count),
-            events,
-        };
-        for i in 0..count {
-            let mut child = worker_command(role, &envs(i))
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
-            let stdout = child.stdout.take().expect("worker stdout is piped");
-            // Pushed before anything else can fail, so that Drop reaps it.
-            workers.children.push(child);
-            let sender = sender.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(Event::Line(i, line)).is_err() {
-                        return;
-                    }
-                }
-                let _ = sender.send(Event::Closed(i));
-            });
-        }
-        workers
-    }
-
-    fn next_event(&self, deadline: Instant) -> Event {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{} workers: no output before the deadline", self.role)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} workers: every output pipe closed", self.role)
-            }
-        }
-    }
-
-    /// Waits until every worker printed `expected`; any other output first is a failure.
-    fn expect_from_all(&self, expected: &str, deadline: Instant) {
-        let mut pending = vec![true; self.children.len()];
-        while pending.contains(&true) {
-            match self.next_event(deadline) {
-                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
-                Event::Line(i, line) => panic!(
-                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
-                    self.role
-                ),
-                Event::Closed(i) => panic!(
-                    "{} worker {i} closed its output before {expected:?}",
-                    self.role
-                ),
-            }
-        }
-    }
-
-    fn broadcast(&mut self, line: &str) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
-            writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
-        }
-    }
-
-    /// Waits for worker `index` to exit, polling until `deadline`.
-    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
-        let child = &mut self.children[index];
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
-                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        // No panics here: this also runs while a failed assertion unwinds.
-        for child in &mut self.children {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                continue;
-            }
-            let _ = child.kill();
-            let deadline = Instant::now() + REAP_LIMIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Worker side
 // ---------------------------------------------------------------------------------------------
-
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
-}
-
-fn env_count(name: &str) -> usize {
-    let value = env_var(name);
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value:?} is not a count"))
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
-}
 
 /// How a task takes the names of a set.
 #[derive(Clone, Copy)]
@@ -366,31 +206,13 @@ enum Taking {
 /// `I NAME ENTER EXIT` per name held, any suspected deadlock as `DEADLOCK …`, then `DONE`.
 fn worker(taking: Taking) {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
-    let index = env_count(WORKER_ENV);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let (client, conn) = runtime.block_on(async {
-        let client = Client::connect(url.as_str())
-            .await
-            .expect("the worker connects to redis");
-        let conn = redis::Client::open(url.as_str())
-            .expect("valid redis url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the worker opens a raw redis connection");
-        (client, conn)
-    });
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
+    let index = worker_index();
+    let runtime = runtime();
+    let (client, conn) = runtime.block_on(connect_with_raw(&url));
 
-    say(READY);
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("read the start signal");
-    assert_eq!(go.trim(), GO, "the orchestrator went away before the start");
+    start_barrier();
 
     let reports = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -404,25 +226,11 @@ fn worker(taking: Taking) {
                 iterations,
             ));
         }
-        let all = async {
-            let mut reports = Vec::new();
-            while let Some(done) = set.join_next().await {
-                reports.extend(done.expect("a task panicked"));
-            }
-            reports
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's tasks finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
 
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for line in reports {
-        writeln!(out, "{line}").expect("write a report");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(reports.into_iter().flatten());
+    say(DONE);
 }
 
 /// Locks `iterations` sets in turn, starting from `SETS[first_set]`, and reports each critical

@@ -10,23 +10,22 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{
+    connect_with_raw, expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV,
+    URL_ENV,
+};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use relock::{Client, Error, Lease, MutexOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_command, worker_role};
+use relock::{Client, Lease, MutexOptions};
+use relock_testkit::process::{
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
+    Workers, DONE,
+};
 use relock_testkit::{check_no_overlap, RedisServer};
-
-/// Environment variables through which the orchestrator configures its workers.
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
 
 /// Worker roles.
 const RELOCK_INCREMENTS: &str = "relock-increments";
@@ -53,10 +52,7 @@ const REAP_LIMIT: Duration = Duration::from_secs(5);
 /// How long the holder sleeps on its lock before giving up by itself.
 const HOLDER_LIMIT: Duration = Duration::from_secs(60);
 
-/// Lines of the worker protocol on stdout (stdin carries only `GO`).
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
+/// Lines of the holder's protocol on stdout.
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
@@ -176,14 +172,22 @@ fn killed_holder_frees_after_lease_not_before() {
         // renewal period (a sixth of the lease) past it, so that the kill below falls midway
         // between two renewals, away from both bounds checked after it.
         tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
-        let live = expect_held(mutex.try_lock().await, "while its holder lives");
+        let live = expect_held_for(
+            mutex.try_lock().await,
+            VICTIM_LEASE,
+            "while its holder lives",
+        );
         workers.refuse_line(LOST);
         println!("    live holder: lease has {live:?} left after more than one lease");
 
         workers.kill(0);
         let killed = Instant::now();
 
-        let at_kill = expect_held(mutex.try_lock().await, "right after its holder was killed");
+        let at_kill = expect_held_for(
+            mutex.try_lock().await,
+            VICTIM_LEASE,
+            "right after its holder was killed",
+        );
         let guard = mutex
             .lock_timeout(Duration::from_secs(5))
             .await
@@ -214,54 +218,16 @@ fn killed_holder_frees_after_lease_not_before() {
         );
     });
 
-    let status = workers.reap(0, Instant::now() + REAP_LIMIT);
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the holder died of SIGKILL ({status})"
-    );
+    workers.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
 fn victim_options() -> MutexOptions {
     MutexOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
 }
 
-/// The lease left when `result` is the expected [`Error::Held`]; panics on anything else.
-fn expect_held(result: relock::Result<relock::MutexGuard>, when: &str) -> Duration {
-    match result {
-        Err(Error::Held {
-            remaining: Some(left),
-            ..
-        }) => {
-            assert!(
-                left <= VICTIM_LEASE,
-                "{when}: lease left {left:?} exceeds the lease"
-            );
-            left
-        }
-        Err(Error::Held {
-            remaining: None, ..
-        }) => panic!("{when}: the lock is held without an expiry"),
-        Ok(guard) => panic!("{when}: try_lock acquired the lock ({guard:?}), expected Held"),
-        Err(other) => panic!("{when}: try_lock failed with {other}, expected Held"),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Increments: orchestrator side
 // ---------------------------------------------------------------------------------------------
-
-struct Workload {
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-}
-
-impl Workload {
-    fn total(&self) -> usize {
-        self.processes * self.tasks * self.iterations
-    }
-}
 
 struct Run {
     intervals: Vec<(u64, u64)>,
@@ -273,37 +239,16 @@ struct Run {
 /// Starts the workers, lets them all begin at once, and collects their intervals, the final
 /// counter and the exit status of each.
 fn run_increments(server: &RedisServer, role: &str, workload: &Workload) -> Run {
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, workload.tasks.to_string()),
-        (ITERATIONS_ENV, workload.iterations.to_string()),
-    ];
-    let mut workers = Workers::spawn(role, workload.processes, &envs);
-    // Every worker connects before any starts, so that start-up time does not leave the first
-    // ones to run uncontended.
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+    let mut workers = workload.start(server, role, STARTUP_LIMIT);
     let started = Instant::now();
 
     let deadline = started + WORKLOAD_LIMIT;
     let mut intervals = Vec::with_capacity(workload.total());
-    let mut done = vec![false; workload.processes];
-    let mut open = workload.processes;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(i, line) if line == DONE => done[i] = true,
-            Event::Line(i, line) => intervals.push(parse_interval(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
-    for (i, done) in done.into_iter().enumerate() {
-        let status = workers.reap(i, deadline);
-        assert!(status.success(), "worker {i} failed: {status}");
-        assert!(
-            done,
-            "worker {i} exited without reporting all its intervals"
-        );
-    }
+    // Every worker must report all its intervals and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        intervals.push(parse_interval(i, &line));
+    });
+    workers.reap_all_successful(deadline);
     let elapsed = started.elapsed();
 
     let counter = server.cli(&["GET", COUNTER_KEY]);
@@ -335,171 +280,8 @@ fn percentile(sorted: &[u64], pct: usize) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Worker processes, orchestrator side
+// Worker processes
 // ---------------------------------------------------------------------------------------------
-
-enum Event {
-    Line(usize, String),
-    Closed(usize),
-}
-
-/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
-/// a full pipe. Dropping it kills and reaps every worker still running: a failed assertion must
-/// not leave processes behind that hold locks or keep hammering Redis.
-struct Workers {
-    role: String,
-    children: Vec<Child>,
-    events: mpsc::Receiver<Event>,
-}
-
-impl Workers {
-    fn spawn(role: &str, count: usize, envs: &[(&str, String)]) -> Workers {
-        let (sender, events) = mpsc::channel();
-        let mut workers = Workers {
-            role: role.to_owned(),
-            children: Vec::with_capacity(count),
-            events,
-        };
-        for i in 0..count {
-            let mut child = worker_command(role, envs)
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
-            let stdout = child.stdout.take().expect("worker stdout is piped");
-            // Pushed before anything else can fail, so that Drop reaps it.
-            workers.children.push(child);
-            let sender = sender.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(Event::Line(i, line)).is_err() {
-                        return;
-                    }
-                }
-                let _ = sender.send(Event::Closed(i));
-            });
-        }
-        workers
-    }
-
-    fn next_event(&self, deadline: Instant) -> Event {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{} workers: no output before the deadline", self.role)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} workers: every output pipe closed", self.role)
-            }
-        }
-    }
-
-    /// Waits until every worker printed `expected`, in any order; any other output first is a
-    /// failure.
-    fn expect_from_all(&self, expected: &str, deadline: Instant) {
-        let mut pending = vec![true; self.children.len()];
-        while pending.contains(&true) {
-            match self.next_event(deadline) {
-                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
-                Event::Line(i, line) => panic!(
-                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
-                    self.role
-                ),
-                Event::Closed(i) => panic!(
-                    "{} worker {i} closed its output before {expected:?}",
-                    self.role
-                ),
-            }
-        }
-    }
-
-    /// Fails if a worker has already printed a line starting with `refused`.
-    fn refuse_line(&self, refused: &str) {
-        while let Ok(event) = self.events.try_recv() {
-            if let Event::Line(i, line) = event {
-                assert!(
-                    !line.starts_with(refused),
-                    "{} worker {i} printed {line:?}",
-                    self.role
-                );
-            }
-        }
-    }
-
-    fn broadcast(&mut self, line: &str) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
-            writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
-        }
-    }
-
-    fn kill(&mut self, index: usize) {
-        self.children[index]
-            .kill()
-            .unwrap_or_else(|e| panic!("cannot kill worker {index}: {e}"));
-    }
-
-    /// Waits for worker `index` to exit, polling until `deadline`.
-    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
-        let child = &mut self.children[index];
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
-                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        // No panics here: this also runs while a failed assertion unwinds.
-        for child in &mut self.children {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                continue;
-            }
-            let _ = child.kill();
-            let deadline = Instant::now() + REAP_LIMIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Worker processes, worker side
-// ---------------------------------------------------------------------------------------------
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
-}
-
-fn env_count(name: &str) -> usize {
-    let value = env_var(name);
-    value
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}={value:?} is not a count"))
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
-}
 
 /// How a worker's tasks keep each other out of the critical section.
 #[derive(Clone, Copy)]
@@ -515,27 +297,12 @@ enum Guarding {
 /// `I ENTER EXIT` (monotonic nanoseconds), then `DONE`.
 fn increments_worker(guarding: Guarding) {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
     let runtime = runtime();
-    let (client, conn) = runtime.block_on(async {
-        let client = Client::connect(url.as_str())
-            .await
-            .expect("the worker connects to redis");
-        let conn = redis::Client::open(url.as_str())
-            .expect("valid redis url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the worker opens a raw redis connection");
-        (client, conn)
-    });
+    let (client, conn) = runtime.block_on(connect_with_raw(&url));
 
-    say(READY);
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("read the start signal");
-    assert_eq!(go.trim(), GO, "the orchestrator went away before the start");
+    start_barrier();
 
     let intervals = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -551,25 +318,16 @@ fn increments_worker(guarding: Guarding) {
                 }
             }
         }
-        let all = async {
-            let mut intervals = Vec::with_capacity(tasks * iterations);
-            while let Some(done) = set.join_next().await {
-                intervals.extend(done.expect("an increment task panicked"));
-            }
-            intervals
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's increments finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
 
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for (enter, exit) in intervals {
-        writeln!(out, "I {enter} {exit}").expect("write an interval");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(
+        intervals
+            .into_iter()
+            .flatten()
+            .map(|(enter, exit)| format!("I {enter} {exit}")),
+    );
+    say(DONE);
 }
 
 async fn relock_increments(

@@ -11,21 +11,20 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus, Stdio};
+mod common;
+
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{runtime, URL_ENV};
 use relock::{Client, ClientOptions, Error, Lease, RwLock, RwLockOptions};
-use relock_testkit::process::{run_scenarios, worker_command, worker_role};
+use relock_testkit::process::{env_var, run_scenarios, say, worker_role, Workers, READY};
 use relock_testkit::RedisServer;
 
-/// Environment variables through which the orchestrator configures its workers.
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
+/// The lock the workers take, besides the Redis URL in `URL_ENV`.
 const NAME_ENV: &str = "RELOCK_TEST_LOCK";
 /// When set, the holding reader also takes and gives back a second read hold this often.
 const REENTER_ENV: &str = "RELOCK_TEST_REENTER_MS";
@@ -54,8 +53,7 @@ const REAP_LIMIT: Duration = Duration::from_secs(10);
 /// How long a worker runs before giving up by itself, should the orchestrator vanish.
 const WORKER_LIMIT: Duration = Duration::from_secs(60);
 
-/// Lines of the worker protocol.
-const READY: &str = "READY";
+/// Lines of the readers' protocol, besides `READY`.
 const ACQUIRED: &str = "ACQUIRED";
 const RELEASE: &str = "RELEASE";
 const RELEASED: &str = "RELEASED";
@@ -239,12 +237,7 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
     });
     survivor.expect_from_all(RELEASED, Instant::now() + STARTUP_LIMIT);
     assert!(survivor.reap(0, Instant::now() + REAP_LIMIT).success());
-    let status = doomed.reap(0, Instant::now() + REAP_LIMIT);
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the reader died of SIGKILL ({status})"
-    );
+    doomed.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
 fn writer_preference_bounds_the_wait_for_a_writer() {
@@ -336,164 +329,8 @@ fn writer_among_churning_readers(name: &str, prefer: bool, rounds: usize) -> Vec
 }
 
 // ---------------------------------------------------------------------------------------------
-// Worker processes, orchestrator side
+// Worker processes
 // ---------------------------------------------------------------------------------------------
-
-enum Event {
-    Line(usize, String),
-    Closed(usize),
-}
-
-/// Worker processes whose stdout is read line by line on threads, so that no worker blocks on
-/// a full pipe. Dropping it kills and reaps every worker still running: a failed assertion must
-/// not leave processes behind that hold locks or keep hammering Redis.
-struct Workers {
-    role: String,
-    children: Vec<Child>,
-    events: mpsc::Receiver<Event>,
-}
-
-impl Workers {
-    fn spawn(role: &str, count: usize, envs: &[(&str, String)]) -> Workers {
-        let (sender, events) = mpsc::channel();
-        let mut workers = Workers {
-            role: role.to_owned(),
-            children: Vec::with_capacity(count),
-            events,
-        };
-        for i in 0..count {
-            let mut child = worker_command(role, envs)
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn worker {i} ({role}): {e}"));
-            let stdout = child.stdout.take().expect("worker stdout is piped");
-            // Pushed before anything else can fail, so that Drop reaps it.
-            workers.children.push(child);
-            let sender = sender.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(Event::Line(i, line)).is_err() {
-                        return;
-                    }
-                }
-                let _ = sender.send(Event::Closed(i));
-            });
-        }
-        workers
-    }
-
-    fn next_event(&self, deadline: Instant) -> Event {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{} workers: no output before the deadline", self.role)
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("{} workers: every output pipe closed", self.role)
-            }
-        }
-    }
-
-    /// Waits until every worker printed `expected`, in any order; any other output first is a
-    /// failure.
-    fn expect_from_all(&self, expected: &str, deadline: Instant) {
-        let mut pending = vec![true; self.children.len()];
-        while pending.contains(&true) {
-            match self.next_event(deadline) {
-                Event::Line(i, line) if line == expected && pending[i] => pending[i] = false,
-                Event::Line(i, line) => panic!(
-                    "{} worker {i} printed {line:?} while waiting for {expected:?}",
-                    self.role
-                ),
-                Event::Closed(i) => panic!(
-                    "{} worker {i} closed its output before {expected:?}",
-                    self.role
-                ),
-            }
-        }
-    }
-
-    /// Fails if a worker has already printed a line starting with `refused`.
-    fn refuse_line(&self, refused: &str) {
-        while let Ok(event) = self.events.try_recv() {
-            if let Event::Line(i, line) = event {
-                assert!(
-                    !line.starts_with(refused),
-                    "{} worker {i} printed {line:?}",
-                    self.role
-                );
-            }
-        }
-    }
-
-    fn broadcast(&mut self, line: &str) {
-        for (i, child) in self.children.iter_mut().enumerate() {
-            let stdin = child.stdin.as_mut().expect("worker stdin is piped");
-            writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .unwrap_or_else(|e| panic!("cannot write to worker {i}: {e}"));
-        }
-    }
-
-    fn kill(&mut self, index: usize) {
-        self.children[index]
-            .kill()
-            .unwrap_or_else(|e| panic!("cannot kill worker {index}: {e}"));
-    }
-
-    /// Waits for worker `index` to exit, polling until `deadline`.
-    fn reap(&mut self, index: usize, deadline: Instant) -> ExitStatus {
-        let child = &mut self.children[index];
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
-                Ok(None) => panic!("{} worker {index} still runs at its deadline", self.role),
-                Err(e) => panic!("cannot wait for {} worker {index}: {e}", self.role),
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        // No panics here: this also runs while a failed assertion unwinds.
-        for child in &mut self.children {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                continue;
-            }
-            let _ = child.kill();
-            let deadline = Instant::now() + REAP_LIMIT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Worker processes, worker side
-// ---------------------------------------------------------------------------------------------
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("worker started without {name}"))
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
-}
 
 /// Watches stdin on a thread: the flag is set when `line` arrives or stdin closes.
 fn on_line(line: &'static str) -> Arc<AtomicBool> {

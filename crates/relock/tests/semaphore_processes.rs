@@ -9,20 +9,17 @@
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-mod workers;
+mod common;
 
-use std::io::{BufWriter, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error, Lease, SemaphoreOptions};
-use relock_testkit::process::{monotonic_nanos, run_scenarios, worker_role};
+use common::{expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
+use relock::{Client, Lease, SemaphoreOptions};
+use relock_testkit::process::{
+    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
+    Workers, DONE,
+};
 use relock_testkit::RedisServer;
-use workers::{env_count, env_var, hear, runtime, say, Event, Workers, REAP_LIMIT};
-
-const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
-const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
-const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
 
 const CONTENDER: &str = "contender";
 const HOLDER: &str = "holder";
@@ -37,10 +34,8 @@ const VICTIM_LEASE: Duration = Duration::from_millis(1500);
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 const WORKLOAD_LIMIT: Duration = Duration::from_secs(60);
 const HOLDER_LIMIT: Duration = Duration::from_secs(60);
+const REAP_LIMIT: Duration = Duration::from_secs(5);
 
-const READY: &str = "READY";
-const GO: &str = "GO";
-const DONE: &str = "DONE";
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
@@ -71,31 +66,22 @@ fn main() {
 
 fn never_more_permits_held_than_the_total() {
     let server = RedisServer::start();
-    let (processes, tasks, iterations) = (6, 4, 30);
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, tasks.to_string()),
-        (ITERATIONS_ENV, iterations.to_string()),
-    ];
-    let mut workers = Workers::spawn(CONTENDER, processes, &envs);
-    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
-    workers.broadcast(GO);
+    let workload = Workload {
+        processes: 6,
+        tasks: 4,
+        iterations: 30,
+    };
+    let mut workers = workload.start(&server, CONTENDER, STARTUP_LIMIT);
     let started = Instant::now();
     let deadline = started + WORKLOAD_LIMIT;
     // (enter, exit, permits) of every section.
     let mut sections: Vec<(u64, u64, u32)> = Vec::new();
-    let mut open = processes;
-    let mut done = 0;
-    while open > 0 {
-        match workers.next_event(deadline) {
-            Event::Line(_, line) if line == DONE => done += 1,
-            Event::Line(i, line) => sections.push(parse_section(i, &line)),
-            Event::Closed(_) => open -= 1,
-        }
-    }
+    // Every worker must report all its sections and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        sections.push(parse_section(i, &line));
+    });
     workers.reap_all_successful(deadline);
-    assert_eq!(done, processes, "every worker reported all its sections");
-    assert_eq!(sections.len(), processes * tasks * iterations);
+    assert_eq!(sections.len(), workload.total());
 
     let (peak, at) = peak_permits(&sections);
     println!(
@@ -164,15 +150,23 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         // Longer than one whole lease, so only renewal can still hold the permits; and half a
         // renewal period past it, so that the kill falls midway between two renewals.
         tokio::time::sleep(VICTIM_LEASE + VICTIM_LEASE / 6).await;
-        let live = expect_held(sem.try_acquire_many(2).await, "while the holder lives");
+        let live = expect_held_for(
+            sem.try_acquire_many(2).await,
+            VICTIM_LEASE,
+            "while the holder lives",
+        );
         assert_eq!(sem.available().await.expect("available"), 1);
-        workers.expect_silence();
+        workers.refuse_line(LOST);
         println!("    live holder: its grant has {live:?} left after more than one lease");
 
         workers.kill(0);
         let killed = Instant::now();
 
-        let at_kill = expect_held(sem.try_acquire_many(2).await, "right after the kill");
+        let at_kill = expect_held_for(
+            sem.try_acquire_many(2).await,
+            VICTIM_LEASE,
+            "right after the kill",
+        );
         // The third permit was never the holder's: it stays free all along.
         let third = sem.try_acquire().await.expect("the free permit");
         third.release().await.expect("release");
@@ -206,37 +200,11 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
         );
     });
 
-    let status = workers.reap(0, Instant::now() + REAP_LIMIT);
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "the holder died of SIGKILL ({status})"
-    );
+    workers.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
 fn victim_options() -> SemaphoreOptions {
     SemaphoreOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
-}
-
-/// The time until the first grant ends when `result` is the expected [`Error::Held`].
-fn expect_held(result: relock::Result<relock::SemaphorePermit>, when: &str) -> Duration {
-    match result {
-        Err(Error::Held {
-            remaining: Some(left),
-            ..
-        }) => {
-            assert!(
-                left <= VICTIM_LEASE,
-                "{when}: {left:?} left exceeds the lease"
-            );
-            left
-        }
-        Err(Error::Held {
-            remaining: None, ..
-        }) => panic!("{when}: held without an expiry"),
-        Ok(permit) => panic!("{when}: try_acquire_many got {permit:?}, expected Held"),
-        Err(other) => panic!("{when}: try_acquire_many failed with {other}, expected Held"),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,16 +216,15 @@ fn expect_held(result: relock::Result<relock::SemaphorePermit>, when: &str) -> D
 /// `S ENTER EXIT PERMITS` (monotonic nanoseconds), then `DONE`.
 fn contender_worker() {
     let url = env_var(URL_ENV);
-    let tasks = env_count(TASKS_ENV);
-    let iterations = env_count(ITERATIONS_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let iterations: usize = env_parse(ITERATIONS_ENV);
     let runtime = runtime();
     let client = runtime.block_on(async {
         Client::connect(url.as_str())
             .await
             .expect("the worker connects to redis")
     });
-    say(READY);
-    hear(GO);
+    start_barrier();
     let sections = runtime.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for task in 0..tasks {
@@ -279,24 +246,15 @@ fn contender_worker() {
                 sections
             });
         }
-        let all = async {
-            let mut sections = Vec::new();
-            while let Some(done) = set.join_next().await {
-                sections.extend(done.expect("a task panicked"));
-            }
-            sections
-        };
-        tokio::time::timeout(WORKLOAD_LIMIT, all)
-            .await
-            .expect("the worker's tasks finish in time")
+        join_within(set, WORKLOAD_LIMIT).await
     });
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for (enter, exit, permits) in sections {
-        writeln!(out, "S {enter} {exit} {permits}").expect("write a section");
-    }
-    writeln!(out, "{DONE}")
-        .and_then(|()| out.flush())
-        .expect("write to the orchestrator");
+    say_all(
+        sections
+            .into_iter()
+            .flatten()
+            .map(|(enter, exit, permits)| format!("S {enter} {exit} {permits}")),
+    );
+    say(DONE);
 }
 
 /// Takes 2 permits of the victim semaphore, reports `ACQUIRED`, then holds them (renewing)

@@ -2,10 +2,51 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::time::Duration;
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
 
-use relock::{Client, ClientOptions};
+use redis::aio::MultiplexedConnection;
+use relock::{Client, ClientOptions, Error};
+use relock_testkit::process::Workers;
 use relock_testkit::RedisServer;
+use tokio::task::JoinSet;
+
+/// The Redis URL a multi-process test's orchestrator hands its workers.
+pub const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
+/// How many tasks each worker process runs.
+pub const TASKS_ENV: &str = "RELOCK_TEST_TASKS";
+/// How many times each worker task goes through its critical section.
+pub const ITERATIONS_ENV: &str = "RELOCK_TEST_ITERATIONS";
+
+/// A multi-process workload: `processes` workers, each running `tasks` tasks that each go
+/// `iterations` times through their critical section.
+pub struct Workload {
+    pub processes: usize,
+    pub tasks: usize,
+    pub iterations: usize,
+}
+
+impl Workload {
+    /// Critical sections in all.
+    pub fn total(&self) -> usize {
+        self.processes * self.tasks * self.iterations
+    }
+
+    /// Spawns the workers in `role`, told the server, tasks and iterations through [`URL_ENV`],
+    /// [`TASKS_ENV`] and [`ITERATIONS_ENV`], and lets them all begin at once when each has
+    /// connected, within `startup`: start-up time must not leave the first ones to run
+    /// uncontended.
+    pub fn start(&self, server: &RedisServer, role: &str, startup: Duration) -> Workers {
+        let envs = [
+            (URL_ENV, server.url()),
+            (TASKS_ENV, self.tasks.to_string()),
+            (ITERATIONS_ENV, self.iterations.to_string()),
+        ];
+        let mut workers = Workers::spawn(role, self.processes, &envs);
+        workers.start_together(Instant::now() + startup);
+        workers
+    }
+}
 
 /// Connects a client with test-friendly timeouts.
 pub async fn client(server: &RedisServer) -> Client {
@@ -33,4 +74,66 @@ pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
 /// Milliseconds as a `Duration`, to keep the tests short.
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// The lease left, at most `lease`, when `result` is the expected [`Error::Held`] with a known
+/// expiry; panics on anything else. `when` says at which step, for the message.
+pub fn expect_held_for<T: Debug>(
+    result: relock::Result<T>,
+    lease: Duration,
+    when: &str,
+) -> Duration {
+    match result {
+        Err(Error::Held {
+            remaining: Some(left),
+            ..
+        }) => {
+            assert!(
+                left <= lease,
+                "{when}: lease left {left:?} exceeds the lease"
+            );
+            left
+        }
+        Err(Error::Held {
+            remaining: None, ..
+        }) => panic!("{when}: held without an expiry"),
+        Ok(granted) => panic!("{when}: granted ({granted:?}), expected Held"),
+        Err(other) => panic!("{when}: failed with {other}, expected Held"),
+    }
+}
+
+/// A multi-threaded runtime for a worker process or an orchestrator that runs no `#[test]`.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A worker's relock client, and a plain connection for the data its critical sections touch.
+pub async fn connect_with_raw(url: &str) -> (Client, MultiplexedConnection) {
+    let client = Client::connect(url)
+        .await
+        .expect("the worker connects to redis");
+    let conn = redis::Client::open(url)
+        .expect("valid redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the worker opens a raw redis connection");
+    (client, conn)
+}
+
+/// Waits for every task of a worker's workload, at most `limit` in all, and returns their
+/// results; panics if a task panicked or the time ran out.
+pub async fn join_within<T: 'static>(mut set: JoinSet<T>, limit: Duration) -> Vec<T> {
+    let all = async {
+        let mut results = Vec::with_capacity(set.len());
+        while let Some(done) = set.join_next().await {
+            results.push(done.expect("a worker task panicked"));
+        }
+        results
+    };
+    tokio::time::timeout(limit, all)
+        .await
+        .unwrap_or_else(|_| panic!("the worker's tasks did not finish within {limit:?}"))
 }
