@@ -6,11 +6,12 @@ use std::sync::Arc;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::IntoConnectionInfo;
 
+use crate::conn::Conn;
 use crate::error::Result;
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Source};
 use crate::options::{ClientOptions, MutexOptions};
 use crate::token::random_id;
 
@@ -43,7 +44,7 @@ pub struct Client {
 
 /// What every lock of one client shares.
 pub(crate) struct Shared {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     pub(crate) options: ClientOptions,
     pub(crate) id: String,
     pub(crate) keeper: Keeper,
@@ -118,9 +119,9 @@ impl Client {
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
             .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(redis.clone(), config).await?;
+        let conn = Conn::Single(ConnectionManager::new_with_config(redis.clone(), config).await?);
         let keeper = Keeper::spawn(conn.clone(), options.renew_batch);
-        let notifier = Notifier::spawn(redis);
+        let notifier = Notifier::spawn(Source::Single(redis));
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::ScriptInvocation;
 
 use crate::client::{Client, Shared};
 use crate::error::Result;
@@ -13,11 +13,11 @@ use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
-use crate::scripts::{granting_script, script, MUTEX_EXTEND};
+use crate::scripts::{announcing_script, Announcing, MUTEX_EXTEND};
 use crate::token::{Fence, OwnerToken};
 
-static ACQUIRE: LazyLock<Script> = granting_script!("fair_acquire.lua");
-static RELEASE: LazyLock<Script> = script!("fair_release.lua");
+static ACQUIRE: LazyLock<Announcing> = announcing_script!("fence.lua", "fair_acquire.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
 
 /// How many wake fallbacks a waiter's place in line lasts without an attempt. A waiter
 /// attempts at least once per fallback, so only a waiter that stopped (a crashed process, a
@@ -344,7 +344,7 @@ impl Resource for Inner {
 
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let k = &self.keys;
-        let mut invocation = ACQUIRE.prepare_invoke();
+        let mut invocation = ACQUIRE.on(&self.shared().conn).prepare_invoke();
         invocation
             .key(k.lock_key.as_slice())
             .key(k.line_key.as_slice())
@@ -361,7 +361,7 @@ impl Resource for Inner {
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let k = &self.keys;
-        let mut invocation = RELEASE.prepare_invoke();
+        let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
         invocation
             .key(k.lock_key.as_slice())
             .key(k.line_key.as_slice())
@@ -560,6 +560,7 @@ mod tests {
 
     async fn acquire(c: &mut MultiplexedConnection, token: &str, place_ms: u64) -> Vec<i64> {
         ACQUIRE
+            .plain()
             .key(LOCK)
             .key(LINE)
             .key(PLACES)
@@ -577,6 +578,7 @@ mod tests {
 
     async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
         RELEASE
+            .plain()
             .key(LOCK)
             .key(LINE)
             .key(PLACES)

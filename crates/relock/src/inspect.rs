@@ -14,10 +14,10 @@ use redis::Value;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{unescape_name, LockKeys};
-use crate::scripts::{script, Script};
+use crate::scripts::{announcing_script, Announcing};
 use crate::token::Fence;
 
-static FORCE_RELEASE: LazyLock<Script> = script!("force_release.lua");
+static FORCE_RELEASE: LazyLock<Announcing> = announcing_script!("force_release.lua");
 
 /// Which primitive a lock found in Redis belongs to.
 ///
@@ -389,7 +389,7 @@ impl Client {
         let name = name.as_ref();
         let keys = LockKeys::new(&self.shared.options.prefix, name)?;
         let display = keys.display_name();
-        let mut invocation = FORCE_RELEASE.prepare_invoke();
+        let mut invocation = FORCE_RELEASE.on(&self.shared.conn).prepare_invoke();
         for suffix in [
             "mutex",
             "rmutex",

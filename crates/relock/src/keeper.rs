@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -74,7 +74,7 @@ pub(crate) struct Keeper {
 
 impl Keeper {
     /// Starts the task on the current tokio runtime. It ends when every handle is gone.
-    pub(crate) fn spawn(conn: ConnectionManager, batch: usize) -> Keeper {
+    pub(crate) fn spawn(conn: Conn, batch: usize) -> Keeper {
         let (commands, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(rx, conn, batch));
         Keeper { commands }
@@ -118,18 +118,14 @@ fn all_renewed(replies: &[i64], keys_per_lease: &[usize]) -> Vec<bool> {
 }
 
 struct Renewals {
-    conn: ConnectionManager,
+    conn: Conn,
     batch: usize,
     entries: HashMap<u64, Entry>,
     schedule: BTreeSet<(Instant, u64)>,
     in_flight: JoinSet<BatchOutcome>,
 }
 
-async fn run(
-    mut commands: mpsc::UnboundedReceiver<Command>,
-    conn: ConnectionManager,
-    batch: usize,
-) {
+async fn run(mut commands: mpsc::UnboundedReceiver<Command>, conn: Conn, batch: usize) {
     let mut renewals = Renewals {
         conn,
         batch,

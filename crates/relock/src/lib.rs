@@ -1,6 +1,7 @@
 #![doc = include_str!("../../../docs/guide.md")]
 
 mod client;
+mod conn;
 mod error;
 mod fair;
 mod grant;

@@ -14,11 +14,11 @@ use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
-use crate::scripts::{granting_script, script};
+use crate::scripts::{announcing_script, granting_script, script, Announcing};
 use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Script> = granting_script!("multi_acquire.lua");
-static RELEASE: LazyLock<Script> = script!("multi_release.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!("multi_release.lua");
 static EXTEND: LazyLock<Script> = script!("multi_extend.lua");
 
 /// The most names one [`MultiMutex`] locks together.
@@ -324,7 +324,7 @@ impl Resource for Inner {
     }
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
-        let mut invocation = RELEASE.prepare_invoke();
+        let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
         invocation.arg(token.as_str());
         for member in &self.members {
             invocation
@@ -598,6 +598,7 @@ mod tests {
 
     async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
         RELEASE
+            .plain()
             .key(A)
             .key(B)
             .arg(token)

@@ -245,7 +245,7 @@ impl Resource for Inner {
     }
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
-        let mut invocation = MUTEX_RELEASE.prepare_invoke();
+        let mut invocation = MUTEX_RELEASE.on(&self.shared.conn).prepare_invoke();
         invocation
             .key(self.lock_key.as_slice())
             .arg(token.as_str())

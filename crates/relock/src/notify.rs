@@ -75,10 +75,10 @@ pub(crate) struct Notifier {
 
 impl Notifier {
     /// Starts the task; it connects on the first subscription and ends with the client.
-    pub(crate) fn spawn(client: redis::Client) -> Arc<Notifier> {
+    pub(crate) fn spawn(source: Source) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
         let (requests, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, Arc::clone(&registry), rx));
+        tokio::spawn(run(source, Arc::clone(&registry), rx));
         Arc::new(Notifier { registry, requests })
     }
 
@@ -223,6 +223,12 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
     }
 }
 
+/// Where the notification task opens its pub/sub connection.
+pub(crate) enum Source {
+    /// One Redis server.
+    Single(redis::Client),
+}
+
 /// The connection, when there is one: the sink to send (un)subscriptions through, and the
 /// channels it is subscribed to.
 struct Connection {
@@ -235,7 +241,7 @@ const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 async fn run(
-    client: redis::Client,
+    source: Source,
     registry: Arc<StdMutex<Registry>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
 ) {
@@ -249,7 +255,7 @@ async fn run(
             request = requests.recv() => {
                 let Some(request) = request else { break };
                 if conn.is_none() {
-                    conn = connect(&client).await;
+                    conn = connect(&source).await;
                 }
                 match request {
                     Request::Subscribe(channel, confirmed) => {
@@ -280,7 +286,7 @@ async fn run(
                 }
             },
             () = tokio::time::sleep(backoff), if conn.is_none() && wanted => {
-                conn = connect(&client).await;
+                conn = connect(&source).await;
                 match conn.as_mut() {
                     Some(c) => {
                         backoff = RECONNECT_MIN;
@@ -300,8 +306,11 @@ async fn run(
     }
 }
 
-async fn connect(client: &redis::Client) -> Option<Connection> {
-    let (sink, messages) = client.get_async_pubsub().await.ok()?.split();
+async fn connect(source: &Source) -> Option<Connection> {
+    let pubsub = match source {
+        Source::Single(client) => client.get_async_pubsub().await.ok()?,
+    };
+    let (sink, messages) = pubsub.split();
     Some(Connection {
         sink,
         messages,

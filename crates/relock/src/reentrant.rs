@@ -13,11 +13,11 @@ use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
-use crate::scripts::{granting_script, script};
+use crate::scripts::{announcing_script, granting_script, script, Announcing};
 use crate::token::{random_id, Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Script> = granting_script!("rmutex_acquire.lua");
-static RELEASE: LazyLock<Script> = script!("rmutex_release.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!("rmutex_release.lua");
 static EXTEND: LazyLock<Script> = script!("rmutex_extend.lua");
 
 /// The longest holder id accepted by [`Client::holder_named`], in bytes.
@@ -441,7 +441,7 @@ impl Resource for Claim {
     }
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
-        let mut invocation = RELEASE.prepare_invoke();
+        let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
         invocation
             .key(self.lock.lock_key.as_slice())
             .arg(token.as_str())
@@ -666,6 +666,7 @@ mod script_tests {
 
     async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
         RELEASE
+            .plain()
             .key(LOCK)
             .arg(token)
             .arg(WAKE)

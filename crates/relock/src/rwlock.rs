@@ -15,6 +15,7 @@ use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MAX_LEASE};
 use crate::reentrant::Holder;
+use crate::scripts::{announcing_script, Announcing};
 use crate::token::{Fence, OwnerToken};
 
 // Each script starts with the helpers that read and tidy the lock's hash; the granting one with
@@ -26,12 +27,7 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         include_str!("lua/rw_acquire.lua")
     ))
 });
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("lua/rw_state.lua"),
-        include_str!("lua/rw_release.lua")
-    ))
-});
+static RELEASE: LazyLock<Announcing> = announcing_script!("rw_state.lua", "rw_release.lua");
 static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/rw_state.lua"),
@@ -600,7 +596,7 @@ impl Resource for Claim {
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let lock = &self.lock;
-        let mut invocation = RELEASE.prepare_invoke();
+        let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
         invocation
             .key(lock.lock_key.as_slice())
             .arg(self.mode.code())
@@ -886,6 +882,7 @@ mod script_tests {
 
     async fn release(c: &mut MultiplexedConnection, mode: &str, token: &str, owner: &str) -> i64 {
         RELEASE
+            .plain()
             .key(LOCK)
             .arg(mode)
             .arg(token)

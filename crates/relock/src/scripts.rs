@@ -4,6 +4,8 @@ use std::sync::LazyLock;
 
 pub(crate) use redis::Script;
 
+use crate::conn::Conn;
+
 /// A script that grants locks: `lua/fence.lua` (`next_fence`) followed by `lua/<file>`.
 macro_rules! granting_script {
     ($file:literal) => {
@@ -25,8 +27,52 @@ macro_rules! script {
 }
 pub(crate) use script;
 
+/// A script that announces releases, from the concatenation of `lua/<file>`s; see
+/// [`Announcing`].
+macro_rules! announcing_script {
+    ($($file:literal),+) => {
+        ::std::sync::LazyLock::new(|| {
+            $crate::scripts::Announcing::new(concat!($(include_str!(concat!("lua/", $file))),+))
+        })
+    };
+}
+pub(crate) use announcing_script;
+
+/// A script that announces releases on a wake channel, built twice: with `PUBLISH` for one
+/// server, and with `SPUBLISH` (sharded pub/sub) for a cluster, where a plain `PUBLISH` would be
+/// broadcast to every node while only the channel's shard has subscribers. The Lua source calls
+/// `redis.call(PUBLISH, channel, payload)`; the local `PUBLISH` is set in front of it.
+pub(crate) struct Announcing {
+    plain: Script,
+    sharded: Script,
+}
+
+impl Announcing {
+    pub(crate) fn new(source: &str) -> Announcing {
+        Announcing {
+            plain: Script::new(&format!("local PUBLISH = 'PUBLISH'\n{source}")),
+            sharded: Script::new(&format!("local PUBLISH = 'SPUBLISH'\n{source}")),
+        }
+    }
+
+    /// The variant for the deployment behind `conn`.
+    pub(crate) fn on(&self, conn: &Conn) -> &Script {
+        if conn.is_sharded() {
+            &self.sharded
+        } else {
+            &self.plain
+        }
+    }
+
+    /// The variant for one server, for tests that run scripts directly.
+    #[cfg(test)]
+    pub(crate) fn plain(&self) -> &Script {
+        &self.plain
+    }
+}
+
 pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");
-pub(crate) static MUTEX_RELEASE: LazyLock<Script> = script!("mutex_release.lua");
+pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> = announcing_script!("mutex_release.lua");
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
 pub(crate) static RENEW_BATCH: LazyLock<Script> = script!("renew_batch.lua");
 
@@ -139,6 +185,7 @@ mod tests {
             let mut c = c.clone();
             async move {
                 MUTEX_RELEASE
+                    .plain()
                     .key(LOCK)
                     .arg(token)
                     .arg("t:{n}:wake")

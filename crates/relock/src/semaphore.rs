@@ -13,6 +13,7 @@ use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::Lease;
+use crate::scripts::{announcing_script, Announcing};
 use crate::token::{Fence, OwnerToken};
 
 /// A semaphore script: the shared grant helpers followed by `lua/<file>`; granting scripts
@@ -38,9 +39,11 @@ macro_rules! semaphore_script {
 }
 
 static ACQUIRE: LazyLock<Script> = semaphore_script!(granting "semaphore_acquire.lua");
-static RELEASE: LazyLock<Script> = semaphore_script!("semaphore_release.lua");
+static RELEASE: LazyLock<Announcing> =
+    announcing_script!("semaphore_grants.lua", "semaphore_release.lua");
 static EXTEND: LazyLock<Script> = semaphore_script!("semaphore_extend.lua");
-static SET_TOTAL: LazyLock<Script> = semaphore_script!("semaphore_set.lua");
+static SET_TOTAL: LazyLock<Announcing> =
+    announcing_script!("semaphore_grants.lua", "semaphore_set.lua");
 static STATE: LazyLock<Script> = semaphore_script!("semaphore_state.lua");
 
 /// The error code of the acquire script's reply when more permits are asked than the total.
@@ -437,7 +440,7 @@ impl Semaphore {
     pub async fn set_permits(&self, total: u32) -> Result<()> {
         check_count(total)?;
         let inner = &self.inner;
-        let mut invocation = SET_TOTAL.prepare_invoke();
+        let mut invocation = SET_TOTAL.on(&inner.shared.conn).prepare_invoke();
         invocation
             .key(inner.hash_key.as_slice())
             .arg(total)
@@ -613,7 +616,7 @@ impl Resource for Request {
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let s = &self.semaphore;
-        let mut invocation = RELEASE.prepare_invoke();
+        let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
         invocation
             .key(s.hash_key.as_slice())
             .arg(self.field(token))
@@ -823,6 +826,7 @@ mod tests {
 
     async fn release(c: &mut MultiplexedConnection, field: &str) -> i64 {
         RELEASE
+            .plain()
             .key(HASH)
             .arg(field)
             .arg(WAKE)
@@ -895,6 +899,7 @@ mod tests {
             let mut c = c.clone();
             async move {
                 SET_TOTAL
+                    .plain()
                     .key(HASH)
                     .arg(total)
                     .arg(70_000)

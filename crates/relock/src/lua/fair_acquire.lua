@@ -78,7 +78,7 @@ if first and first ~= token then
   if #gone > 0 then
     -- The lock is free and the line moved up without a release to announce
     -- it: wake the new first waiter.
-    redis.call('PUBLISH', ARGV[6], first)
+    redis.call(PUBLISH, ARGV[6], first)
   end
   return {0, math.max(first_until - now, 1)}
 end

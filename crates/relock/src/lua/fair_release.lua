@@ -32,6 +32,6 @@ for _, waiter in ipairs(gone) do
 end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if first then
-  redis.call('PUBLISH', ARGV[2], first)
+  redis.call(PUBLISH, ARGV[2], first)
 end
 return released

@@ -31,7 +31,7 @@ local function take_string(key, channel)
   local value = redis.call('GET', key)
   local pttl = redis.call('PTTL', key)
   redis.call('DEL', key)
-  redis.call('PUBLISH', channel, '')
+  redis.call(PUBLISH, channel, '')
   return value, pttl
 end
 
@@ -58,7 +58,7 @@ if of_type(KEYS[2], 'hash') then
   reentrant = redis.call('HGETALL', KEYS[2])
   reentrant_pttl = redis.call('PTTL', KEYS[2])
   redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '')
+  redis.call(PUBLISH, ARGV[2], '')
 end
 
 local rw, rw_removed = take_fields(KEYS[3], function(field)
@@ -66,8 +66,8 @@ local rw, rw_removed = take_fields(KEYS[3], function(field)
     or field == 'fence-r' or field == 'fence-w'
 end)
 if rw_removed > 0 then
-  redis.call('PUBLISH', ARGV[3], '*')
-  redis.call('PUBLISH', ARGV[4], '')
+  redis.call(PUBLISH, ARGV[3], '*')
+  redis.call(PUBLISH, ARGV[4], '')
 end
 
 local sem, sem_removed = take_fields(KEYS[4], function(field)
@@ -75,7 +75,7 @@ local sem, sem_removed = take_fields(KEYS[4], function(field)
 end)
 if sem_removed > 0 then
   local total = redis.call('HGET', KEYS[4], 'permits')
-  redis.call('PUBLISH', ARGV[5], total or '*')
+  redis.call(PUBLISH, ARGV[5], total or '*')
 end
 
 local fair_value, fair_pttl = false, -2
@@ -95,7 +95,7 @@ if of_type(KEYS[5], 'string') then
     queued = redis.call('ZCARD', KEYS[7])
     local first = redis.call('ZRANGE', KEYS[6], 0, 0)[1]
     if first then
-      redis.call('PUBLISH', ARGV[6], first)
+      redis.call(PUBLISH, ARGV[6], first)
     end
   end
 end

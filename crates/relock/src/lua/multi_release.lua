@@ -13,7 +13,7 @@ for i, key in ipairs(KEYS) do
   local held = redis.pcall('GET', key)
   if type(held) == 'string' and string.sub(held, 1, #token) == token then
     redis.call('DEL', key)
-    redis.call('PUBLISH', ARGV[i + 1], '')
+    redis.call(PUBLISH, ARGV[i + 1], '')
     released = released + 1
   end
 end

@@ -9,5 +9,5 @@ if string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], '')
+redis.call(PUBLISH, ARGV[2], '')
 return 1

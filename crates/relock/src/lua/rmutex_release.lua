@@ -9,6 +9,6 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
 end
 if redis.call('HINCRBY', KEYS[1], 'count', -1) <= 0 then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '')
+  redis.call(PUBLISH, ARGV[2], '')
 end
 return 1

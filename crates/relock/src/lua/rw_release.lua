@@ -25,12 +25,12 @@ tidy(key, state)
 -- them: every reader of every process retries.
 local readers_blocked_before = before.w > 0 or before.q > 0
 if readers_blocked_before and #state.w == 0 and #state.q == 0 then
-  redis.call('PUBLISH', ARGV[4], '*')
+  redis.call(PUBLISH, ARGV[4], '*')
 end
 -- A writer may enter once no hold at all is left: one writer per process
 -- retries, as for a mutex.
 if before.holds > 0 and #state.r + #state.w == 0 then
-  redis.call('PUBLISH', ARGV[5], '')
+  redis.call(PUBLISH, ARGV[5], '')
 end
 if released then
   return 1

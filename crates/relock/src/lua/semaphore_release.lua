@@ -13,6 +13,6 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 local count = tonumber(string.match(ARGV[1], ':(%d+)$')) or 0
 local total = tonumber(redis.call('HGET', KEYS[1], 'permits'))
 if total and total > used - count then
-  redis.call('PUBLISH', ARGV[2], string.format('%d', total - used + count))
+  redis.call(PUBLISH, ARGV[2], string.format('%d', total - used + count))
 end
 return 1

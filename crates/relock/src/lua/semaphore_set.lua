@@ -10,6 +10,6 @@ redis.call('HSET', KEYS[1], 'permits', ARGV[1])
 keep(KEYS[1], tonumber(ARGV[2]))
 local used = held_permits(KEYS[1], now, true)
 if total > used and (not before or total > before) then
-  redis.call('PUBLISH', ARGV[3], string.format('%d', total - used))
+  redis.call(PUBLISH, ARGV[3], string.format('%d', total - used))
 end
 return 1
