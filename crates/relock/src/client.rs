@@ -120,8 +120,14 @@ impl Client {
             .set_connection_timeout(Some(options.connection_timeout))
             .set_number_of_retries(1);
         let conn = Conn::Single(ConnectionManager::new_with_config(redis.clone(), config).await?);
+        Client::assemble(conn, Source::Single(redis), options)
+    }
+
+    /// A client over a connection made for some deployment, with its notification source;
+    /// starts the renewal and notification tasks.
+    pub(crate) fn assemble(conn: Conn, source: Source, options: ClientOptions) -> Result<Client> {
         let keeper = Keeper::spawn(conn.clone(), options.renew_batch);
-        let notifier = Notifier::spawn(Source::Single(redis));
+        let notifier = Notifier::spawn(source);
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,
