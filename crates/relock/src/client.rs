@@ -13,6 +13,7 @@ use crate::keys::LockKeys;
 use crate::mutex::Mutex;
 use crate::notify::{Notifier, Source};
 use crate::options::{ClientOptions, MutexOptions};
+use crate::quorum::Quorum;
 use crate::token::random_id;
 
 /// A connection to Redis and the background work every lock made from it shares.
@@ -44,7 +45,11 @@ pub struct Client {
 
 /// What every lock of one client shares.
 pub(crate) struct Shared {
+    /// The connection of a client on one Redis deployment; on a RedLock client, the first
+    /// master's.
     pub(crate) conn: Conn,
+    /// Every node a lease lives on, and how many must agree: one for a single deployment.
+    pub(crate) nodes: Arc<Quorum>,
     pub(crate) options: ClientOptions,
     pub(crate) id: String,
     pub(crate) keeper: Keeper,
@@ -126,11 +131,23 @@ impl Client {
     /// A client over a connection made for some deployment, with its notification source;
     /// starts the renewal and notification tasks.
     pub(crate) fn assemble(conn: Conn, source: Source, options: ClientOptions) -> Result<Client> {
-        let keeper = Keeper::spawn(conn.clone(), options.renew_batch);
-        let notifier = Notifier::spawn(source);
+        Client::assemble_quorum(Quorum::single(conn), vec![source], options)
+    }
+
+    /// A client whose leases live on `nodes`, notified through every source.
+    pub(crate) fn assemble_quorum(
+        nodes: Quorum,
+        sources: Vec<Source>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        let nodes = Arc::new(nodes);
+        let conn = nodes.first().clone();
+        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
+        let notifier = Notifier::spawn_all(sources);
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,
+                nodes,
                 id: random_id()?,
                 options,
                 keeper,
@@ -191,6 +208,19 @@ impl Client {
     /// The options the client was built with.
     pub fn options(&self) -> &ClientOptions {
         &self.shared.options
+    }
+}
+
+impl Shared {
+    /// Refuses what only a single Redis deployment offers, on a RedLock client.
+    pub(crate) fn require_single(&self, what: &'static str) -> Result<()> {
+        if self.nodes.is_distributed() {
+            return Err(crate::Error::Unsupported {
+                what,
+                deployment: "a RedLock client (several independent masters)",
+            });
+        }
+        Ok(())
     }
 }
 

@@ -69,6 +69,25 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// A RedLock request did not reach a majority of the masters: too many of them were down,
+    /// paused, or slower than the node timeout. Nothing is left held by it.
+    NoQuorum {
+        /// The lock's name.
+        name: String,
+        /// How many masters answered.
+        answered: usize,
+        /// How many answers a decision needs.
+        needed: usize,
+    },
+    /// The operation is not available on this kind of deployment: for example a
+    /// [`RwLock`](crate::RwLock) on a RedLock client, which only offers
+    /// [`Mutex`](crate::Mutex).
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+        /// The deployment that does not offer it.
+        deployment: &'static str,
+    },
     /// Redis could not be reached, timed out, refused the credentials or answered with an error.
     Redis(redis::RedisError),
     /// Redis answered with a reply of a shape the lock scripts never produce.
@@ -94,6 +113,7 @@ impl Error {
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
             }
+            Error::NoQuorum { .. } => true,
             _ => false,
         }
     }
@@ -164,6 +184,17 @@ impl fmt::Display for Error {
                 f,
                 "a key of lock {name:?} holds another Redis type (WRONGTYPE)"
             ),
+            Error::NoQuorum {
+                name,
+                answered,
+                needed,
+            } => write!(
+                f,
+                "lock {name:?}: only {answered} RedLock masters answered, {needed} needed"
+            ),
+            Error::Unsupported { what, deployment } => {
+                write!(f, "{what} is not available on {deployment}")
+            }
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::UnexpectedReply { detail } => {
                 write!(f, "unexpected reply from redis: {detail}")

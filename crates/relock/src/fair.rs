@@ -97,7 +97,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name.
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
     ///
     /// # Examples
     ///
@@ -137,6 +139,7 @@ impl Client {
         name: impl AsRef<[u8]>,
         options: MutexOptions,
     ) -> Result<FairMutex> {
+        self.shared.require_single("FairMutex")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         FairMutex::new(Arc::clone(&self.shared), keys, options)
     }

@@ -22,6 +22,7 @@ use crate::keeper::Renewal;
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::options::{lease_millis, Lease};
+use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
 /// How often one request is sent in all when Redis does not answer. Resending is safe because
@@ -68,10 +69,16 @@ pub(crate) trait Resource: Send + Sync + 'static {
     fn woken_by_token(&self) -> bool {
         false
     }
+
+    /// For RedLock: the script that makes a master remember `fence` as this lock's last fence.
+    /// Primitives that RedLock does not offer have none.
+    fn raise_fence_script(&self, _fence: u64) -> Option<ScriptInvocation<'static>> {
+        None
+    }
 }
 
 /// What one acquire request found.
-enum Reply {
+pub(crate) enum Reply {
     Granted {
         fences: Vec<Fence>,
         sent_at: Instant,
@@ -233,6 +240,9 @@ impl<'a, R: Resource> Attempt<'a, R> {
 
     /// Sends the acquire script, resending with the same token when Redis does not answer.
     async fn send(&mut self) -> Result<Reply> {
+        if self.resource.shared().nodes.is_distributed() {
+            return self.send_to_masters().await;
+        }
         let invocation = self.resource.acquire_script(&self.token);
         let mut conn = self.resource.shared().conn.clone();
         let mut pause = RESEND_PAUSE;
@@ -252,6 +262,24 @@ impl<'a, R: Resource> Attempt<'a, R> {
                     pause *= 2;
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// [`send`](Attempt::send) on RedLock, asking again when too few masters answered (a
+    /// master that just came back answers the second request).
+    async fn send_to_masters(&mut self) -> Result<Reply> {
+        let mut pause = RESEND_PAUSE;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            self.armed = true;
+            match redlock::acquire(self.resource.as_ref(), &mut self.token).await {
+                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                reply => return reply,
             }
         }
     }
@@ -284,7 +312,12 @@ impl<'a, R: Resource> Attempt<'a, R> {
     fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Held<R> {
         self.armed = false;
         let r = self.resource;
-        let lease = Arc::new(LeaseState::new(r.lease().duration(), r.lease_ms(), sent_at));
+        let lease = Arc::new(LeaseState::new(
+            r.lease().duration(),
+            r.lease_ms(),
+            r.shared().options.drift,
+            sent_at,
+        ));
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
@@ -309,6 +342,9 @@ impl<R: Resource> Drop for Attempt<'_, R> {
 }
 
 fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+    if resource.shared().nodes.is_distributed() {
+        return redlock::release_in_background(resource, token);
+    }
     let invocation = resource.release_script(token);
     let mut conn = resource.shared().conn.clone();
     resource.shared().keeper.release(Box::pin(async move {
@@ -361,6 +397,9 @@ impl<R: Resource> Held<R> {
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
         let lease_ms = lease_millis(lease)?;
         let r = &self.resource;
+        if r.shared().nodes.is_distributed() {
+            return redlock::extend(r.as_ref(), &self.token, &self.lease, lease, lease_ms).await;
+        }
         let sent_at = Instant::now();
         let reply = r
             .extend_script(&self.token, lease_ms)
@@ -381,6 +420,10 @@ impl<R: Resource> Held<R> {
     /// taken a lock that was still validly ours.
     pub(crate) async fn unlock(mut self) -> Result<()> {
         self.stop_renewing();
+        if self.resource.shared().nodes.is_distributed() {
+            self.released = true;
+            return redlock::unlock(self.resource.as_ref(), &self.token, &self.lease).await;
+        }
         let deadline = self.lease.deadline();
         let invocation = self.resource.release_script(&self.token);
         let mut conn = self.resource.shared().conn.clone();

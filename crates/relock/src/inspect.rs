@@ -187,7 +187,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Redis`] when Redis cannot be reached; [`Error::Unsupported`] on a RedLock
+    /// client, whose masters each know only part of the picture.
     ///
     /// # Cancel safety
     ///
@@ -218,6 +219,7 @@ impl Client {
     /// # }
     /// ```
     pub async fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.shared.require_single("lock inspection")?;
         let prefix = &self.shared.options.prefix;
         let matcher = scan_pattern(prefix, pattern, "*");
         let mut conn = self.shared.conn.clone();
@@ -263,7 +265,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidName`] for an unusable name; [`Error::Redis`] when Redis cannot be
-    /// reached.
+    /// reached; [`Error::Unsupported`] on a RedLock client.
     ///
     /// # Cancel safety
     ///
@@ -292,6 +294,7 @@ impl Client {
     /// # }
     /// ```
     pub async fn locks_named(&self, name: impl AsRef<[u8]>) -> Result<Vec<LockInfo>> {
+        self.shared.require_single("lock inspection")?;
         let name = name.as_ref();
         let keys = LockKeys::new(&self.shared.options.prefix, name)?;
         let mut pipe = redis::pipe();
@@ -360,7 +363,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidName`] for an unusable name; [`Error::Redis`] when Redis cannot be
-    /// reached. Keys of another Redis type under the name's key names are left alone.
+    /// reached; [`Error::Unsupported`] on a RedLock client. Keys of another Redis type under the name's key names are left alone.
     ///
     /// # Cancel safety
     ///
@@ -386,6 +389,7 @@ impl Client {
     /// # }
     /// ```
     pub async fn force_unlock(&self, name: impl AsRef<[u8]>) -> Result<Vec<LockInfo>> {
+        self.shared.require_single("forced release")?;
         let name = name.as_ref();
         let keys = LockKeys::new(&self.shared.options.prefix, name)?;
         let display = keys.display_name();

@@ -8,12 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn::Conn;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::lease::{LeaseState, Lost};
+use crate::quorum::Quorum;
 use crate::scripts::RENEW_BATCH;
 
 /// A best-effort release to run in the background.
@@ -74,9 +74,9 @@ pub(crate) struct Keeper {
 
 impl Keeper {
     /// Starts the task on the current tokio runtime. It ends when every handle is gone.
-    pub(crate) fn spawn(conn: Conn, batch: usize) -> Keeper {
+    pub(crate) fn spawn(nodes: Arc<Quorum>, batch: usize) -> Keeper {
         let (commands, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, conn, batch));
+        tokio::spawn(run(rx, nodes, batch));
         Keeper { commands }
     }
 
@@ -105,8 +105,9 @@ struct Entry {
 }
 
 /// The result of one batch call: when it was sent, which leases it covered, and for each lease
-/// whether every one of its keys was renewed.
-type BatchOutcome = (Instant, Vec<u64>, redis::RedisResult<Vec<bool>>);
+/// whether enough nodes renewed every one of its keys (`Some(true)`), enough nodes no longer
+/// hold it (`Some(false)`), or too few answered to tell (`None`).
+type BatchOutcome = (Instant, Vec<u64>, Vec<Option<bool>>);
 
 /// Folds the per-key replies into one answer per lease.
 fn all_renewed(replies: &[i64], keys_per_lease: &[usize]) -> Vec<bool> {
@@ -117,17 +118,42 @@ fn all_renewed(replies: &[i64], keys_per_lease: &[usize]) -> Vec<bool> {
         .collect()
 }
 
+/// Each lease's verdict over every node's per-key replies (`None` for a node that did not
+/// answer).
+fn verdicts(
+    nodes: &Quorum,
+    answers: &[Option<Vec<i64>>],
+    keys_per_lease: &[usize],
+) -> Vec<Option<bool>> {
+    let per_node: Vec<Vec<bool>> = answers
+        .iter()
+        .flatten()
+        .map(|replies| all_renewed(replies, keys_per_lease))
+        .collect();
+    (0..keys_per_lease.len())
+        .map(|lease| {
+            let said = |renewed: bool| {
+                per_node
+                    .iter()
+                    .filter(|node| node.get(lease) == Some(&renewed))
+                    .count()
+            };
+            nodes.verdict(said(true), said(false))
+        })
+        .collect()
+}
+
 struct Renewals {
-    conn: Conn,
+    nodes: Arc<Quorum>,
     batch: usize,
     entries: HashMap<u64, Entry>,
     schedule: BTreeSet<(Instant, u64)>,
     in_flight: JoinSet<BatchOutcome>,
 }
 
-async fn run(mut commands: mpsc::UnboundedReceiver<Command>, conn: Conn, batch: usize) {
+async fn run(mut commands: mpsc::UnboundedReceiver<Command>, nodes: Arc<Quorum>, batch: usize) {
     let mut renewals = Renewals {
-        conn,
+        nodes,
         batch,
         entries: HashMap::new(),
         schedule: BTreeSet::new(),
@@ -216,39 +242,36 @@ impl Renewals {
             }
             keys_per_lease.push(entry.watched.renewals.len());
         }
-        let mut conn = self.conn.clone();
+        let nodes = Arc::clone(&self.nodes);
         self.in_flight.spawn(async move {
             let sent_at = Instant::now();
-            let result = invocation
-                .invoke_async::<Vec<i64>>(&mut conn)
-                .await
-                .map(|replies| all_renewed(&replies, &keys_per_lease));
-            (sent_at, ids, result)
+            let answers = nodes.ask_all::<Vec<i64>>(invocation).await;
+            (sent_at, ids, verdicts(&nodes, &answers, &keys_per_lease))
         });
     }
 
-    fn apply(&mut self, (sent_at, ids, result): BatchOutcome) {
+    fn apply(&mut self, (sent_at, ids, verdicts): BatchOutcome) {
         let now = Instant::now();
         for (i, id) in ids.into_iter().enumerate() {
             let Some(entry) = self.entries.get_mut(&id) else {
                 continue;
             };
             let lease = Arc::clone(&entry.watched.lease);
-            let next = match result.as_ref().map(|replies| replies.get(i).copied()) {
-                Ok(Some(true)) if lease.renewed(sent_at, lease.lease()) => {
+            let next = match verdicts.get(i).copied().flatten() {
+                Some(true) if lease.renewed(sent_at, lease.lease()) => {
                     Some(sent_at + lease.lease() / 3)
                 }
-                Ok(Some(true)) => None,
-                Ok(_) => {
+                Some(true) => None,
+                Some(false) => {
                     lease.mark_lost(Lost::Revoked);
                     None
                 }
-                Err(_) if now >= lease.deadline() || lease.is_lost() => {
+                None if now >= lease.deadline() || lease.is_lost() => {
                     lease.mark_lost(Lost::Expired);
                     None
                 }
-                // Redis did not answer: try again well before the deadline.
-                Err(_) => {
+                // Too few nodes answered: try again well before the deadline.
+                None => {
                     let left = lease.deadline().saturating_duration_since(now);
                     Some(now + (left / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)))
                 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::options::drift;
+use crate::options::Drift;
 
 /// Why a held lock was lost.
 ///
@@ -48,6 +48,7 @@ pub(crate) struct LeaseState {
     id: u64,
     lease: Duration,
     lease_ms: u64,
+    drift: Drift,
     deadline: StdMutex<Instant>,
     lost: CancellationToken,
     reason: OnceLock<Lost>,
@@ -56,12 +57,13 @@ pub(crate) struct LeaseState {
 impl LeaseState {
     /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
     /// send, not the reply: the server started the lease no earlier than that.
-    pub(crate) fn new(lease: Duration, lease_ms: u64, sent_at: Instant) -> Self {
+    pub(crate) fn new(lease: Duration, lease_ms: u64, drift: Drift, sent_at: Instant) -> Self {
         LeaseState {
             id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
             lease,
             lease_ms,
-            deadline: StdMutex::new(valid_until(sent_at, lease)),
+            drift,
+            deadline: StdMutex::new(valid_until(sent_at, lease, drift)),
             lost: CancellationToken::new(),
             reason: OnceLock::new(),
         }
@@ -101,7 +103,7 @@ impl LeaseState {
             self.mark_lost(Lost::Expired);
             return false;
         }
-        *deadline = (*deadline).max(valid_until(sent_at, lease));
+        *deadline = (*deadline).max(valid_until(sent_at, lease, self.drift));
         true
     }
 
@@ -133,6 +135,7 @@ impl LeaseState {
     }
 }
 
-fn valid_until(sent_at: Instant, lease: Duration) -> Instant {
-    sent_at + lease.saturating_sub(drift(lease))
+/// When a lease granted by a request sent at `sent_at` stops being counted on.
+pub(crate) fn valid_until(sent_at: Instant, lease: Duration, drift: Drift) -> Instant {
+    sent_at + lease.saturating_sub(drift.of(lease))
 }

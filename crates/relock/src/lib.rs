@@ -13,6 +13,8 @@ mod multi;
 mod mutex;
 mod notify;
 mod options;
+mod quorum;
+mod redlock;
 mod reentrant;
 mod rwlock;
 mod scripts;

@@ -522,7 +522,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidName`](crate::Error::InvalidName) for no names, more than
-    /// [`MAX_MULTI_NAMES`] names, or an empty or too long name.
+    /// [`MAX_MULTI_NAMES`] names, or an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
     ///
     /// # Examples
     ///
@@ -559,6 +560,7 @@ impl Client {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
+        self.shared.require_single("MultiMutex")?;
         MultiMutex::new(Arc::clone(&self.shared), names, options)
     }
 }

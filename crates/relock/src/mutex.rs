@@ -13,7 +13,7 @@ use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
-use crate::scripts::{MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
+use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::token::{Fence, OwnerToken};
 
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
@@ -210,6 +210,21 @@ impl fmt::Debug for Mutex {
     }
 }
 
+impl Inner {
+    fn fence_memory_ms(&self) -> u64 {
+        u64::try_from(self.shared.options.fence_memory.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// What a release announces: on RedLock every master announces it, so it names itself.
+    fn announcement(&self, token: &OwnerToken) -> String {
+        if self.shared.nodes.is_distributed() {
+            format!("~{}", token.as_str())
+        } else {
+            String::new()
+        }
+    }
+}
+
 impl Resource for Inner {
     fn name(&self) -> &str {
         &self.name
@@ -239,7 +254,7 @@ impl Resource for Inner {
             .key(self.fence_key.as_slice())
             .arg(token.as_str())
             .arg(self.lease_ms)
-            .arg(u64::try_from(options.fence_memory.as_millis()).unwrap_or(u64::MAX))
+            .arg(self.fence_memory_ms())
             .arg(options.holder_label.as_str());
         invocation
     }
@@ -249,7 +264,8 @@ impl Resource for Inner {
         invocation
             .key(self.lock_key.as_slice())
             .arg(token.as_str())
-            .arg(self.wake_channel.as_slice());
+            .arg(self.wake_channel.as_slice())
+            .arg(self.announcement(token));
         invocation
     }
 
@@ -260,6 +276,15 @@ impl Resource for Inner {
             .arg(token.as_str())
             .arg(lease_ms);
         invocation
+    }
+
+    fn raise_fence_script(&self, fence: u64) -> Option<ScriptInvocation<'static>> {
+        let mut invocation = FENCE_RAISE.prepare_invoke();
+        invocation
+            .key(self.fence_key.as_slice())
+            .arg(fence)
+            .arg(self.lease_ms.saturating_add(self.fence_memory_ms()));
+        Some(invocation)
     }
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {

@@ -10,14 +10,15 @@
 //!   release costs one retry per waiting process, not one per waiting task);
 //! - a decimal number `n`: that many waiters (permits given back to a semaphore);
 //! - `*`: every waiter (a writer left, so every reader may enter);
+//! - `~` and an id: one waiter, once per id (a RedLock release announced by every master);
 //! - anything else: the waiter registered with that token (a fair lock's next in line).
 //!
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
 //! on a bounded timer, so a lost message delays them but never strands them.
 
-use std::collections::{HashMap, HashSet};
-use std::future::poll_fn;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -40,7 +41,14 @@ pub(crate) enum Target {
 #[derive(Debug, Default)]
 struct Registry {
     channels: HashMap<Vec<u8>, Vec<Slot>>,
+    /// The latest `~` payloads seen, so that a release announced by several masters wakes one
+    /// waiter, not one per master.
+    announced: VecDeque<Vec<u8>>,
 }
+
+/// How many `~` payloads are remembered: far more than releases arrive within the spread of
+/// the masters' announcements.
+const ANNOUNCED_MEMORY: usize = 256;
 
 /// One registered waiter, in registration order within its channel.
 #[derive(Debug)]
@@ -66,19 +74,26 @@ enum Request {
     Unsubscribe(Vec<u8>),
 }
 
-/// The client's side of the notification task.
+/// The client's side of the notification tasks: one per source (one per RedLock master).
 #[derive(Debug)]
 pub(crate) struct Notifier {
     registry: Arc<StdMutex<Registry>>,
-    requests: mpsc::UnboundedSender<Request>,
+    requests: Vec<mpsc::UnboundedSender<Request>>,
 }
 
 impl Notifier {
-    /// Starts the task; it connects on the first subscription and ends with the client.
-    pub(crate) fn spawn(source: Source) -> Arc<Notifier> {
+    /// Starts one task per source, all waking the same waiters. Each connects on the first
+    /// subscription and ends with the client.
+    pub(crate) fn spawn_all(sources: Vec<Source>) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
-        let (requests, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(source, Arc::clone(&registry), rx));
+        let requests = sources
+            .into_iter()
+            .map(|source| {
+                let (requests, rx) = mpsc::unbounded_channel();
+                tokio::spawn(run(source, Arc::clone(&registry), rx));
+                requests
+            })
+            .collect();
         Arc::new(Notifier { registry, requests })
     }
 
@@ -104,13 +119,35 @@ impl Notifier {
             id,
             notify,
         };
-        let (confirmed, confirmation) = oneshot::channel();
-        if self
+        let mut confirmations: Vec<_> = self
             .requests
-            .send(Request::Subscribe(channel, confirmed))
-            .is_ok()
-        {
-            let _ = confirmation.await;
+            .iter()
+            .filter_map(|requests| {
+                let (confirmed, confirmation) = oneshot::channel();
+                requests
+                    .send(Request::Subscribe(channel.clone(), confirmed))
+                    .ok()
+                    .map(|()| confirmation)
+            })
+            .collect();
+        // One confirmed subscription is enough: every source announces each release. The
+        // others complete in the background.
+        while !confirmations.is_empty() {
+            let (confirmed, at) = poll_fn(|cx| {
+                confirmations
+                    .iter_mut()
+                    .enumerate()
+                    .find_map(|(at, c)| match Pin::new(c).poll(cx) {
+                        std::task::Poll::Ready(ok) => Some((ok.unwrap_or(false), at)),
+                        std::task::Poll::Pending => None,
+                    })
+                    .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+            })
+            .await;
+            if confirmed {
+                break;
+            }
+            confirmations.swap_remove(at);
         }
         waiter
     }
@@ -130,7 +167,9 @@ impl Notifier {
         }
         if slots.is_empty() {
             registry.channels.remove(channel);
-            let _ = self.requests.send(Request::Unsubscribe(channel.to_vec()));
+            for requests in &self.requests {
+                let _ = requests.send(Request::Unsubscribe(channel.to_vec()));
+            }
         }
     }
 
@@ -203,11 +242,14 @@ fn wake_any(slots: &mut [Slot], n: usize) {
 /// Delivers one release message to this process's waiters.
 fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
     let mut registry = lock(registry);
+    if payload.starts_with(b"~") && !first_announcement(&mut registry, payload) {
+        return;
+    }
     let Some(slots) = registry.channels.get_mut(channel) else {
         return;
     };
     match payload {
-        b"" => wake_any(slots, 1),
+        [] | [b'~', ..] => wake_any(slots, 1),
         b"*" => slots.iter_mut().for_each(Slot::wake),
         digits if digits.iter().all(u8::is_ascii_digit) => {
             let n = std::str::from_utf8(digits)
@@ -227,6 +269,18 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
 pub(crate) enum Source {
     /// One Redis server.
     Single(redis::Client),
+}
+
+/// Whether a `~` payload is new, remembering it if so.
+fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
+    if registry.announced.iter().any(|seen| seen == payload) {
+        return false;
+    }
+    if registry.announced.len() == ANNOUNCED_MEMORY {
+        registry.announced.pop_front();
+    }
+    registry.announced.push_back(payload.to_vec());
+    true
 }
 
 /// The connection, when there is one: the sink to send (un)subscriptions through, and the
@@ -346,4 +400,49 @@ async fn next_message(conn: &mut Option<Connection>) -> Option<(Vec<u8>, Vec<u8>
         message.get_channel::<Vec<u8>>().unwrap_or_default(),
         message.get_payload_bytes().to_vec(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry_with_waiters(channel: &[u8], n: usize) -> (StdMutex<Registry>, Vec<Arc<Notify>>) {
+        let mut registry = Registry::default();
+        let notifies: Vec<_> = (0..n).map(|_| Arc::new(Notify::new())).collect();
+        let slots = notifies
+            .iter()
+            .enumerate()
+            .map(|(id, notify)| Slot {
+                id: id as u64,
+                target: Target::Any,
+                notify: Arc::clone(notify),
+                woken: false,
+            })
+            .collect();
+        registry.channels.insert(channel.to_vec(), slots);
+        (StdMutex::new(registry), notifies)
+    }
+
+    fn woken(registry: &StdMutex<Registry>, channel: &[u8]) -> usize {
+        lock(registry).channels[channel]
+            .iter()
+            .filter(|slot| slot.woken)
+            .count()
+    }
+
+    #[test]
+    fn a_release_announced_by_every_master_wakes_one_waiter() {
+        let (registry, _notifies) = registry_with_waiters(b"c", 3);
+        for _ in 0..5 {
+            dispatch(&registry, b"c", b"~tokenA:");
+        }
+        assert_eq!(woken(&registry, b"c"), 1);
+        dispatch(&registry, b"c", b"~tokenB:");
+        assert_eq!(woken(&registry, b"c"), 2, "another release wakes another");
+        // Plain releases are not deduplicated: each wakes one.
+        let (registry, _notifies) = registry_with_waiters(b"c", 3);
+        dispatch(&registry, b"c", b"");
+        dispatch(&registry, b"c", b"");
+        assert_eq!(woken(&registry, b"c"), 2);
+    }
 }

@@ -79,10 +79,28 @@ pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
 }
 
 /// The part of a lease that is not counted on: the client's and the server's clocks may run at
-/// slightly different rates, and the reply needs time to travel. 1% of the lease plus 2 ms, as
-/// the Redlock algorithm suggests.
-pub(crate) fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
+/// slightly different rates, and the reply needs time to travel. By default 1% of the lease plus
+/// 2 ms, as the Redlock algorithm suggests; see [`ClientOptions::clock_drift`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Drift {
+    factor: f64,
+    extra: Duration,
+}
+
+impl Default for Drift {
+    fn default() -> Self {
+        Drift {
+            factor: 0.01,
+            extra: Duration::from_millis(2),
+        }
+    }
+}
+
+impl Drift {
+    /// The margin taken off a lease of this length.
+    pub(crate) fn of(self, lease: Duration) -> Duration {
+        lease.mul_f64(self.factor).saturating_add(self.extra)
+    }
 }
 
 /// Settings of a [`Client`](crate::Client).
@@ -111,6 +129,8 @@ pub struct ClientOptions {
     pub(crate) fence_memory: Duration,
     pub(crate) holder_label: String,
     pub(crate) renew_batch: usize,
+    pub(crate) drift: Drift,
+    pub(crate) node_timeout: Duration,
 }
 
 impl Default for ClientOptions {
@@ -124,6 +144,8 @@ impl Default for ClientOptions {
             fence_memory: Duration::from_secs(60),
             holder_label: String::new(),
             renew_batch: 512,
+            drift: Drift::default(),
+            node_timeout: Duration::from_millis(250),
         }
     }
 }
@@ -186,12 +208,46 @@ impl ClientOptions {
         self
     }
 
+    /// The margin taken off every lease before counting on it: `factor` × lease + `extra`.
+    /// Default: 0.01 × lease + 2 ms, the Redlock algorithm's suggestion.
+    ///
+    /// A guard counts its lock as valid until the moment its request was sent plus the lease
+    /// minus this margin. Raise it when the clocks of Redis servers may run faster than the
+    /// client's, or replies are slow. `factor` must be in `[0, 0.5)`.
+    pub fn clock_drift(mut self, factor: f64, extra: Duration) -> Self {
+        self.drift = Drift { factor, extra };
+        self
+    }
+
+    /// How long each node of a RedLock client ([`Client::connect_redlock`]) is given to answer
+    /// one request before its vote is counted as lost. Default: 250 ms.
+    ///
+    /// Keep it well below the lease: a request waits for the slowest node that answers within
+    /// this time, so it bounds how long a node that is paused or cut off delays an acquire.
+    /// Single-node clients use [`response_timeout`](ClientOptions::response_timeout) instead.
+    ///
+    /// [`Client::connect_redlock`]: crate::Client::connect_redlock
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;
         positive("response_timeout", self.response_timeout)?;
         positive("connection_timeout", self.connection_timeout)?;
+        positive("node_timeout", self.node_timeout)?;
+        let Drift { factor, extra } = self.drift;
+        if !(0.0..0.5).contains(&factor) || extra > MAX_LEASE {
+            return Err(Error::InvalidOption {
+                option: "clock_drift",
+                reason: format!(
+                    "the factor must be in [0, 0.5) and the extra at most {MAX_LEASE:?}, got {factor} and {extra:?}"
+                ),
+            });
+        }
         if self.holder_label.contains(':') || self.holder_label.len() > 128 {
             return Err(Error::InvalidOption {
                 option: "holder_label",
@@ -280,8 +336,27 @@ mod tests {
     }
 
     #[test]
-    fn drift_is_one_percent_plus_two_milliseconds() {
-        assert_eq!(drift(Duration::from_secs(1)), Duration::from_millis(12));
+    fn drift_is_one_percent_plus_two_milliseconds_by_default() {
+        assert_eq!(
+            Drift::default().of(Duration::from_secs(1)),
+            Duration::from_millis(12)
+        );
+        let wide = ClientOptions::default().clock_drift(0.1, Duration::from_millis(5));
+        assert_eq!(
+            wide.drift.of(Duration::from_secs(1)),
+            Duration::from_millis(105)
+        );
+        assert!(wide.validate().is_ok());
+        for factor in [-0.1, 0.5, f64::NAN, f64::INFINITY] {
+            assert!(ClientOptions::default()
+                .clock_drift(factor, Duration::ZERO)
+                .validate()
+                .is_err());
+        }
+        assert!(ClientOptions::default()
+            .node_timeout(Duration::ZERO)
+            .validate()
+            .is_err());
     }
 
     #[test]

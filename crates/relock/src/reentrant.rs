@@ -135,7 +135,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name.
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
     ///
     /// # Examples
     ///
@@ -171,6 +173,7 @@ impl Client {
         name: impl AsRef<[u8]>,
         options: MutexOptions,
     ) -> Result<ReentrantMutex> {
+        self.shared.require_single("ReentrantMutex")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         ReentrantMutex::new(Arc::clone(&self.shared), &keys, &options)
     }

@@ -108,7 +108,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name.
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
     ///
     /// # Examples
     ///
@@ -132,6 +134,7 @@ impl Client {
         name: impl AsRef<[u8]>,
         options: RwLockOptions,
     ) -> Result<RwLock> {
+        self.shared.require_single("RwLock")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         RwLock::new(Arc::clone(&self.shared), &keys, &options)
     }

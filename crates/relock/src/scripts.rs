@@ -75,6 +75,7 @@ pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acqu
 pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> = announcing_script!("mutex_release.lua");
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
 pub(crate) static RENEW_BATCH: LazyLock<Script> = script!("renew_batch.lua");
+pub(crate) static FENCE_RAISE: LazyLock<Script> = script!("fence_raise.lua");
 
 /// Every script, run directly against a real server.
 #[cfg(test)]
@@ -189,6 +190,7 @@ mod tests {
                     .key(LOCK)
                     .arg(token)
                     .arg("t:{n}:wake")
+                    .arg("")
                     .invoke_async::<i64>(&mut c)
                     .await
                     .expect("release")

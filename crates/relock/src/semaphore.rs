@@ -156,7 +156,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidName`] for an empty or too long name; [`Error::InvalidOption`] for zero
-    /// permits.
+    /// permits; [`Error::Unsupported`] on a RedLock client, which offers only [`Mutex`](crate::Mutex).
     ///
     /// # Examples
     ///
@@ -187,6 +187,7 @@ impl Client {
         permits: u32,
         options: SemaphoreOptions,
     ) -> Result<Semaphore> {
+        self.shared.require_single("Semaphore")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         Semaphore::new(Arc::clone(&self.shared), keys, permits, options)
     }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use common::{client, client_with, command_calls, eventually, ms};
 use relock::{ClientOptions, Error, Lease, Lost, MutexOptions, ReentrantMutex};
 use relock_testkit::RedisServer;
 
@@ -43,18 +43,6 @@ fn pttl(server: &RedisServer, name: &str) -> i64 {
         .cli(&["PTTL", &key(name)])
         .parse()
         .expect("numeric pttl")
-}
-
-/// Polls until `check` holds, for at most `limit`.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(ms(10)).await;
-    }
-    check()
 }
 
 fn expect_held<T: std::fmt::Debug>(result: relock::Result<T>) {

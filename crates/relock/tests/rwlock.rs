@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use common::{client, client_with, command_calls, eventually, ms};
 use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions};
 use relock_testkit::RedisServer;
 
@@ -57,17 +57,6 @@ fn expiry(server: &RedisServer, name: &str, field: &str) -> u64 {
         .cli(&["HGET", &key(name), field])
         .parse()
         .expect("numeric expiry")
-}
-
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(ms(10)).await;
-    }
-    check()
 }
 
 #[track_caller]

@@ -137,3 +137,16 @@ pub async fn join_within<T: 'static>(mut set: JoinSet<T>, limit: Duration) -> Ve
         .await
         .unwrap_or_else(|_| panic!("the worker's tasks did not finish within {limit:?}"))
 }
+
+/// Polls until `check` holds, for at most `limit`, letting the runtime's tasks run in between;
+/// says whether it held.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    check()
+}

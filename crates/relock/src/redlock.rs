@@ -1,0 +1,324 @@
+//! RedLock: a [`Mutex`](crate::Mutex) granted by a majority of independent Redis masters.
+//!
+//! Every request goes to all masters at once (see [`Quorum`]); the grant core in `grant.rs`
+//! hands its acquire, extend and release here when the client has more than one node. The
+//! scripts are the single-server ones, run on each master.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{IntoConnectionInfo, ScriptInvocation};
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::grant::{Reply, Resource};
+use crate::lease::{valid_until, LeaseState, Lost};
+use crate::notify::Source;
+use crate::options::ClientOptions;
+use crate::quorum::Quorum;
+use crate::token::{Fence, OwnerToken};
+
+impl Client {
+    /// Connects to several independent Redis masters for RedLock, with default options.
+    ///
+    /// A lock of this client is held when a majority of the masters (3 of 5) granted it within
+    /// its lease; see [`Client::connect_redlock_with_options`].
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect_redlock_with_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let servers: Vec<_> = (0..3).map(|_| relock_testkit::RedisServer::start()).collect();
+    /// # let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    /// let client = relock::Client::connect_redlock(urls).await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// println!("held on a majority, fence {}", guard.fence());
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_redlock<I, T>(masters: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = T>,
+        T: IntoConnectionInfo,
+    {
+        Client::connect_redlock_with_options(masters, ClientOptions::default()).await
+    }
+
+    /// Connects to several independent Redis masters for RedLock.
+    ///
+    /// The masters must be independent: not replicas of each other, not nodes of one cluster.
+    /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
+    /// Connections are opened in the background, so a master that is down when the client is
+    /// built costs its vote and nothing else. Only [`Mutex`](crate::Mutex) is offered: the
+    /// other primitives and the inspection calls return [`Error::Unsupported`].
+    ///
+    /// Each request goes to every master at once and waits at most
+    /// [`node_timeout`](ClientOptions::node_timeout) for each. A grant counts from the moment
+    /// the request was sent: it is valid for the lease minus the time it took minus the
+    /// [`clock_drift`](ClientOptions::clock_drift) margin, and refused (and released
+    /// everywhere) when that is not positive. Renewal and [`extend`](crate::MutexGuard::extend)
+    /// need a majority within the validity as well; a lease that loses its majority fires the
+    /// guard's lost signal.
+    ///
+    /// How it works, its fencing tokens and what they assume follow the examples.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for fewer than one master or an option out of range;
+    /// [`Error::Redis`] for a malformed URL.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::{Client, ClientOptions};
+    ///
+    /// let masters = ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"];
+    /// let options = ClientOptions::default().node_timeout(Duration::from_millis(50));
+    /// let client = Client::connect_redlock_with_options(masters, options).await?;
+    /// # let _ = client;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    #[doc = include_str!("../../../docs/redlock.md")]
+    pub async fn connect_redlock_with_options<I, T>(
+        masters: I,
+        options: ClientOptions,
+    ) -> Result<Client>
+    where
+        I: IntoIterator<Item = T>,
+        T: IntoConnectionInfo,
+    {
+        options.validate()?;
+        let mut nodes = Vec::new();
+        let mut sources = Vec::new();
+        for master in masters {
+            let redis = redis::Client::open(master)?;
+            nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
+            sources.push(Source::Single(redis));
+        }
+        let Some(quorum) = Quorum::of(nodes, options.node_timeout) else {
+            return Err(Error::InvalidOption {
+                option: "masters",
+                reason: "RedLock needs at least one master".into(),
+            });
+        };
+        Client::assemble_quorum(quorum, sources, options)
+    }
+}
+
+/// A connection that is opened in the background and reopened after failures, so that a
+/// master that is down now costs nothing but its vote.
+fn lazy_connection(
+    redis: &redis::Client,
+    options: &ClientOptions,
+) -> Result<redis::aio::ConnectionManager> {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_response_timeout(Some(options.node_timeout))
+        .set_connection_timeout(Some(options.connection_timeout))
+        // A master that refuses connections answers "no vote" at once instead of after a
+        // reconnect backoff; the next request tries to connect again.
+        .set_number_of_retries(0);
+    Ok(redis::aio::ConnectionManager::new_lazy_with_config(
+        redis.clone(),
+        config,
+    )?)
+}
+
+/// One acquire on every master: granted when a majority granted within the lease, the fence
+/// raised on a majority, and the validity still positive. Otherwise the masters that granted
+/// are released in the background and the attempt goes on with a new token, so that a late
+/// release can never remove a later grant.
+pub(crate) async fn acquire<R: Resource>(resource: &R, token: &mut OwnerToken) -> Result<Reply> {
+    let nodes = &resource.shared().nodes;
+    let sent_at = Instant::now();
+    let (answers, heard) = nodes
+        .ask::<Vec<i64>>(resource.acquire_script(token), |answers, heard| {
+            nodes.settles(grants(answers).count(), heard)
+        })
+        .await;
+    let fences: Vec<u64> = grants(&answers).collect();
+    if fences.len() >= nodes.majority() {
+        if let Some(fence) = raise_fence(resource, &fences).await {
+            let lease = resource.lease().duration();
+            if Instant::now() < valid_until(sent_at, lease, resource.shared().options.drift) {
+                return Ok(Reply::Granted {
+                    fences: vec![fence],
+                    sent_at,
+                });
+            }
+        }
+    }
+    release_in_background(resource, token);
+    *token = OwnerToken::new()?;
+    let refusals: Vec<Duration> = answers
+        .iter()
+        .flatten()
+        .filter_map(|a| refusal(a))
+        .collect();
+    let answered = answers.iter().flatten().count();
+    // Refused because too many masters failed, not because someone else holds it.
+    if nodes.verdict(0, heard - answered) == Some(false) {
+        return Err(Error::NoQuorum {
+            name: resource.name().to_owned(),
+            answered,
+            needed: nodes.majority(),
+        });
+    }
+    Ok(Reply::Held {
+        remaining: refusals.into_iter().min(),
+    })
+}
+
+/// The fences of the masters that granted.
+fn grants(answers: &[Option<Vec<i64>>]) -> impl Iterator<Item = u64> + '_ {
+    answers
+        .iter()
+        .flatten()
+        .filter_map(|answer| match *answer.as_slice() {
+            [1, fence] if fence > 0 => Some(fence.unsigned_abs()),
+            _ => None,
+        })
+}
+
+/// A master's refusal: the holder's remaining lease there (zero when it has no expiry).
+fn refusal(answer: &[i64]) -> Option<Duration> {
+    match *answer {
+        [0, pttl] => Some(Duration::from_millis(u64::try_from(pttl).unwrap_or(0))),
+        _ => None,
+    }
+}
+
+/// The grant's fence: the highest its masters issued, remembered on a majority so that any
+/// later majority includes a master that issues a higher one. `None` when fewer than a
+/// majority remembered it.
+async fn raise_fence<R: Resource>(resource: &R, fences: &[u64]) -> Option<Fence> {
+    let highest = fences.iter().copied().max()?;
+    let nodes = &resource.shared().nodes;
+    let remembered = |answers: &[Option<i64>]| answers.iter().filter(|a| **a == Some(1)).count();
+    let (answers, _) = nodes
+        .ask::<i64>(resource.raise_fence_script(highest)?, |answers, heard| {
+            nodes.settles(remembered(answers), heard)
+        })
+        .await;
+    (remembered(&answers) >= nodes.majority()).then(|| Fence::new(highest))
+}
+
+/// Extends on every master; done when a majority extended within the validity.
+pub(crate) async fn extend<R: Resource>(
+    resource: &R,
+    token: &OwnerToken,
+    state: &LeaseState,
+    lease: Duration,
+    lease_ms: u64,
+) -> Result<()> {
+    let nodes = &resource.shared().nodes;
+    let sent_at = Instant::now();
+    let answers = ask_owner(resource, resource.extend_script(token, lease_ms)).await;
+    let (yes, no) = tally(&answers);
+    match nodes.verdict(yes, no) {
+        Some(true) if state.renewed(sent_at, lease) => Ok(()),
+        Some(true) => Err(not_held(resource)),
+        Some(false) => {
+            state.mark_lost(Lost::Revoked);
+            Err(not_held(resource))
+        }
+        None => Err(Error::NoQuorum {
+            name: resource.name().to_owned(),
+            answered: yes + no,
+            needed: nodes.majority(),
+        }),
+    }
+}
+
+/// Releases on every master. Done when a majority released it, or when too few answered
+/// but the lock was still valid: the silent masters free it when its lease ends.
+pub(crate) async fn unlock<R: Resource>(
+    resource: &R,
+    token: &OwnerToken,
+    state: &LeaseState,
+) -> Result<()> {
+    let nodes = &resource.shared().nodes;
+    let answers = ask_owner(resource, resource.release_script(token)).await;
+    let (yes, no) = tally(&answers);
+    match nodes.verdict(yes, no) {
+        Some(true) => Ok(()),
+        None if Instant::now() < state.deadline() => Ok(()),
+        _ => {
+            state.mark_lost(Lost::Revoked);
+            Err(not_held(resource))
+        }
+    }
+}
+
+/// Runs an owner-checked script (release or extend: `1` done, anything else not held) until a
+/// majority answered the same way or too few are left to make one.
+async fn ask_owner<R: Resource>(
+    resource: &R,
+    invocation: ScriptInvocation<'static>,
+) -> Vec<Option<i64>> {
+    let nodes = &resource.shared().nodes;
+    nodes
+        .ask::<i64>(invocation, |answers, heard| {
+            let (yes, no) = tally(answers);
+            nodes.verdict(yes, no).is_some() || nodes.settles(yes, heard)
+        })
+        .await
+        .0
+}
+
+/// Releases on every master in the background, for a dropped guard, a cancelled acquire or
+/// a refused one; once more after a node timeout, for acquire requests still on their way.
+pub(crate) fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+    let release = || resource.release_script(token);
+    let (first, second) = (release(), release());
+    let nodes = Arc::clone(&resource.shared().nodes);
+    let pause = resource.shared().options.node_timeout;
+    resource.shared().keeper.release(Box::pin(async move {
+        nodes.ask_all::<i64>(first).await;
+        tokio::time::sleep(pause).await;
+        nodes.ask_all::<i64>(second).await;
+    }));
+}
+
+/// How many answered 1 (done) and how many answered anything else (not held by this owner).
+fn tally(answers: &[Option<i64>]) -> (usize, usize) {
+    let yes = answers.iter().filter(|a| **a == Some(1)).count();
+    let no = answers
+        .iter()
+        .filter(|a| matches!(a, Some(r) if *r != 1))
+        .count();
+    (yes, no)
+}
+
+fn not_held<R: Resource>(resource: &R) -> Error {
+    Error::NotHeld {
+        name: resource.name().to_owned(),
+    }
+}
