@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Redis is found from `--redis URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`;
-//! `rediss://` and `redis://user:password@host` work. Exit codes are in [`exit`].
+//! `rediss://` and `redis://user:password@host` work. `--redlock URL,URL,...` holds mutexes on
+//! a majority of independent masters instead. Exit codes are in [`exit`].
 
 pub mod exit;
 
@@ -34,7 +35,8 @@ Examples:
   relock run --semaphore 4 uploads -- ./upload.sh
   relock status
   relock status 'backup*' --json
-  relock unlock nightly-report --force";
+  relock unlock nightly-report --force
+  relock --redlock redis://a:6379,redis://b:6379,redis://c:6379 run report -- ./report.sh";
 
 /// Distributed locks on Redis, for shell scripts and cron jobs.
 #[derive(Debug, Parser)]
@@ -48,6 +50,10 @@ pub struct Cli {
         default_value = "redis://127.0.0.1:6379"
     )]
     redis: String,
+    /// Independent Redis masters for RedLock (comma-separated or repeated; 3 or 5): a lock is
+    /// held when a majority granted it. Only mutexes (`run` without a kind flag).
+    #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
+    redlock: Vec<String>,
     /// Namespace of the lock keys; must match the programs you coordinate with.
     #[arg(long, global = true, default_value = "relock:")]
     prefix: String,
@@ -218,7 +224,7 @@ impl From<relock::Error> for Failure {
     fn from(err: relock::Error) -> Self {
         use relock::Error as E;
         let code = match &err {
-            E::InvalidName { .. } | E::InvalidOption { .. } => exit::USAGE,
+            E::InvalidName { .. } | E::InvalidOption { .. } | E::Unsupported { .. } => exit::USAGE,
             E::Held { .. } => exit::HELD,
             E::Timeout { .. } => exit::TIMEOUT,
             E::NotHeld { .. } => exit::LOST,
@@ -278,17 +284,23 @@ async fn connect(cli: &Cli) -> Result<Client, Failure> {
     let options = ClientOptions::default()
         .prefix(cli.prefix.clone())
         .holder_label(holder_label());
-    Client::connect_with_options(cli.redis.as_str(), options)
-        .await
-        .map_err(|e| {
-            let failure = Failure::from(e);
-            let message = format!(
-                "cannot use Redis at {}: {}",
-                redacted(&cli.redis),
-                failure.message
-            );
-            Failure::new(failure.code, message)
-        })
+    let (client, target) = if cli.redlock.is_empty() {
+        let client = Client::connect_with_options(cli.redis.as_str(), options).await;
+        (client, redacted(&cli.redis))
+    } else {
+        let masters = cli.redlock.iter().map(String::as_str);
+        let client = Client::connect_redlock_with_options(masters, options).await;
+        let target = cli.redlock.iter().map(|url| redacted(url));
+        (
+            client,
+            format!("RedLock masters {}", target.collect::<Vec<_>>().join(",")),
+        )
+    };
+    client.map_err(|e| {
+        let failure = Failure::from(e);
+        let message = format!("cannot use Redis at {target}: {}", failure.message);
+        Failure::new(failure.code, message)
+    })
 }
 
 /// `host/pid`, shown to operators as the holder of this process's locks.
