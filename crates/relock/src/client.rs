@@ -143,7 +143,10 @@ impl Client {
         let nodes = Arc::new(nodes);
         let conn = nodes.first().clone();
         let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
-        let notifier = Notifier::spawn_all(sources);
+        let notifier = Notifier::spawn_all(
+            sources,
+            options.connection_timeout + options.response_timeout,
+        );
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,

@@ -79,12 +79,15 @@ enum Request {
 pub(crate) struct Notifier {
     registry: Arc<StdMutex<Registry>>,
     requests: Vec<mpsc::UnboundedSender<Request>>,
+    /// How long a waiter waits for its subscription to be confirmed before it relies on its
+    /// retry timer alone (a server that is paused or cut off never confirms).
+    confirm_within: Duration,
 }
 
 impl Notifier {
     /// Starts one task per source, all waking the same waiters. Each connects on the first
     /// subscription and ends with the client.
-    pub(crate) fn spawn_all(sources: Vec<Source>) -> Arc<Notifier> {
+    pub(crate) fn spawn_all(sources: Vec<Source>, confirm_within: Duration) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
         let requests = sources
             .into_iter()
@@ -94,7 +97,11 @@ impl Notifier {
                 requests
             })
             .collect();
-        Arc::new(Notifier { registry, requests })
+        Arc::new(Notifier {
+            registry,
+            requests,
+            confirm_within,
+        })
     }
 
     /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a
@@ -119,7 +126,7 @@ impl Notifier {
             id,
             notify,
         };
-        let mut confirmations: Vec<_> = self
+        let confirmations: Vec<_> = self
             .requests
             .iter()
             .filter_map(|requests| {
@@ -132,23 +139,7 @@ impl Notifier {
             .collect();
         // One confirmed subscription is enough: every source announces each release. The
         // others complete in the background.
-        while !confirmations.is_empty() {
-            let (confirmed, at) = poll_fn(|cx| {
-                confirmations
-                    .iter_mut()
-                    .enumerate()
-                    .find_map(|(at, c)| match Pin::new(c).poll(cx) {
-                        std::task::Poll::Ready(ok) => Some((ok.unwrap_or(false), at)),
-                        std::task::Poll::Pending => None,
-                    })
-                    .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
-            })
-            .await;
-            if confirmed {
-                break;
-            }
-            confirmations.swap_remove(at);
-        }
+        let _ = tokio::time::timeout(self.confirm_within, first_confirmed(confirmations)).await;
         waiter
     }
 
@@ -182,6 +173,27 @@ impl Notifier {
         {
             slot.woken = false;
         }
+    }
+}
+
+/// Completes when one subscription is confirmed, or every one has failed.
+async fn first_confirmed(mut confirmations: Vec<oneshot::Receiver<bool>>) {
+    while !confirmations.is_empty() {
+        let (confirmed, at) = poll_fn(|cx| {
+            confirmations
+                .iter_mut()
+                .enumerate()
+                .find_map(|(at, c)| match Pin::new(c).poll(cx) {
+                    std::task::Poll::Ready(ok) => Some((ok.unwrap_or(false), at)),
+                    std::task::Poll::Pending => None,
+                })
+                .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+        })
+        .await;
+        if confirmed {
+            break;
+        }
+        confirmations.swap_remove(at);
     }
 }
 
