@@ -4,7 +4,8 @@
 //! fakes. A [`RedisServer`] owns a child process, a private temporary
 //! directory (config, log, AOF) and a loopback port; it can be paused,
 //! killed, restarted on the same port and directory, and inspected through
-//! `redis-cli`. The [`process`] module helps integration tests that need
+//! `redis-cli`. A [`SentinelGroup`] is a master, a replica and three
+//! sentinels, with failovers on request. The [`process`] module helps integration tests that need
 //! several OS processes competing for the same lock.
 //!
 //! Setup failures panic with a message that says what went wrong and, when a
@@ -29,10 +30,12 @@ mod bins;
 mod net;
 mod options;
 pub mod process;
+mod sentinel;
 mod server;
 
 pub use bins::{redis_cli_path, redis_server_path};
 pub use net::free_port;
 pub use options::ServerOptions;
 pub use process::check_no_overlap;
+pub use sentinel::SentinelGroup;
 pub use server::RedisServer;

@@ -26,6 +26,18 @@ pub struct ServerOptions {
     pub(crate) acl_users: Vec<AclUser>,
     pub(crate) replica_of: Option<ReplicaOf>,
     pub(crate) extra_args: Vec<String>,
+    pub(crate) sentinel: Option<SentinelMonitor>,
+}
+
+/// What a server started in sentinel mode monitors (see [`crate::SentinelGroup`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SentinelMonitor {
+    pub(crate) service: String,
+    pub(crate) master_port: u16,
+    pub(crate) quorum: u32,
+    pub(crate) down_after_ms: u64,
+    pub(crate) failover_timeout_ms: u64,
+    pub(crate) master_password: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +135,14 @@ impl ServerOptions {
         self
     }
 
+    /// Runs the server as a sentinel (`--sentinel`) monitoring `monitor`'s master. Sentinel
+    /// rewrites its config file, which lives in the server's own writable directory.
+    pub(crate) fn sentinel(mut self, monitor: SentinelMonitor) -> Self {
+        self.sentinel = Some(monitor);
+        self.extra_args.push("--sentinel".to_owned());
+        self
+    }
+
     /// Renders the config file. The port is deliberately absent: it is passed
     /// on the command line so a retry on another port needs no rewrite.
     pub(crate) fn config_file(&self, dir: &str, logfile: &str) -> String {
@@ -169,9 +189,38 @@ impl ServerOptions {
                 lines.push(format!("masterauth {}", quote(password)));
             }
         }
+        if let Some(monitor) = &self.sentinel {
+            lines.extend(monitor.config_lines());
+        }
         let mut text = lines.join("\n");
         text.push('\n');
         text
+    }
+}
+
+impl SentinelMonitor {
+    fn config_lines(&self) -> Vec<String> {
+        let service = quote(&self.service);
+        let mut lines = vec![
+            format!(
+                "sentinel monitor {service} {} {} {}",
+                quote("127.0.0.1"),
+                quote(&self.master_port.to_string()),
+                quote(&self.quorum.to_string())
+            ),
+            format!(
+                "sentinel down-after-milliseconds {service} {}",
+                quote(&self.down_after_ms.to_string())
+            ),
+            format!(
+                "sentinel failover-timeout {service} {}",
+                quote(&self.failover_timeout_ms.to_string())
+            ),
+        ];
+        if let Some(password) = &self.master_password {
+            lines.push(format!("sentinel auth-pass {service} {}", quote(password)));
+        }
+        lines
     }
 }
 

@@ -374,6 +374,47 @@ impl RedisServer {
         }
     }
 
+    /// For a master: waits until `replicas` replicas have acknowledged everything the master
+    /// wrote so far, so that `WAIT` counts them from now on. A replica whose link is up is not
+    /// enough: after a diskless sync the master streams to it only from its first
+    /// acknowledgement, up to a second later. A `PUBLISH` (replicated, but changing no data)
+    /// gives the stream a position to acknowledge.
+    ///
+    /// # Panics
+    ///
+    /// If fewer replicas caught up after `timeout` (message includes the log).
+    pub fn wait_replicas_in_sync(&self, replicas: usize, timeout: Duration) {
+        self.cli(&["PUBLISH", "relock-testkit:sync", ""]);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let info = self.cli(&["INFO", "replication"]);
+            let written = info
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("master_repl_offset:"))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(u64::MAX);
+            let in_sync = info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+                .filter_map(|l| l.split(',').find_map(|f| f.strip_prefix("offset=")))
+                .filter_map(|v| v.parse::<u64>().ok())
+                .filter(|&acked| acked >= written)
+                .count();
+            if in_sync >= replicas {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "master on port {} has {in_sync} of {replicas} replicas in sync after \
+                     {timeout:?}\nINFO replication:\n{info}\n{}",
+                    self.port,
+                    self.log_banner()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Launches the process and waits for it. A fresh server may move to a
     /// new port when the current one turns out to be taken; a restart must
     /// keep its port, so it only waits and tries again.
