@@ -1,14 +1,20 @@
 //! The command connection, whatever the deployment behind it: every script and command of the
 //! library goes through [`Conn`], so a primitive never knows which kind of Redis it talks to.
 
+use std::time::Duration;
+
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+
+use crate::sentinel::SentinelConn;
 
 /// A cheap-to-clone, multiplexed connection that reconnects by itself.
 #[derive(Clone)]
 pub(crate) enum Conn {
     /// One Redis server.
     Single(ConnectionManager),
+    /// The master of a Sentinel deployment, followed across failovers.
+    Sentinel(SentinelConn),
 }
 
 impl Conn {
@@ -16,15 +22,46 @@ impl Conn {
     /// releases with sharded pub/sub (`SPUBLISH`).
     pub(crate) fn is_sharded(&self) -> bool {
         match self {
-            Conn::Single(_) => false,
+            Conn::Single(_) | Conn::Sentinel(_) => false,
         }
     }
+
+    /// Sends `WAIT replicas timeout` to the master that holds `routing_key`, over the
+    /// connection this handle sent its last command through, and returns how many replicas
+    /// acknowledged every write sent on that connection before the `WAIT`.
+    ///
+    /// The server blocks the whole connection while it waits, for at most `timeout`.
+    pub(crate) async fn wait_for_replicas(
+        &mut self,
+        routing_key: &[u8],
+        replicas: usize,
+        timeout: Duration,
+    ) -> RedisResult<usize> {
+        // One master holds every key of these deployments.
+        let _ = routing_key;
+        let wait = wait_command(replicas, timeout);
+        match self {
+            Conn::Single(conn) => wait.query_async(conn).await,
+            Conn::Sentinel(conn) => conn.wait(&wait).await,
+        }
+    }
+}
+
+/// `WAIT replicas timeout_ms`; at least 1 ms, since 0 would block for ever.
+fn wait_command(replicas: usize, timeout: Duration) -> Cmd {
+    let millis = u64::try_from(timeout.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let mut wait = redis::cmd("WAIT");
+    wait.arg(replicas).arg(millis);
+    wait
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -36,12 +73,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(conn) => conn.get_db(),
+            Conn::Sentinel(conn) => conn.get_db(),
         }
     }
 }

@@ -88,6 +88,17 @@ pub enum Error {
         /// The deployment that does not offer it.
         deployment: &'static str,
     },
+    /// The lock was granted, but fewer replicas than
+    /// [`ClientOptions::wait_for_replicas`](crate::ClientOptions::wait_for_replicas) asks for
+    /// acknowledged it in time, so the grant was released again.
+    NotReplicated {
+        /// The lock's name.
+        name: String,
+        /// How many replicas acknowledged the grant.
+        acknowledged: usize,
+        /// How many were asked for.
+        wanted: usize,
+    },
     /// Redis could not be reached, timed out, refused the credentials or answered with an error.
     Redis(redis::RedisError),
     /// Redis answered with a reply of a shape the lock scripts never produce.
@@ -104,7 +115,9 @@ pub enum Error {
 
 impl Error {
     /// Whether the error means Redis could not be reached or did not answer in time, so the same
-    /// operation may succeed later.
+    /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`)
+    /// and sentinels that know no master for the service right now (during a failover) count
+    /// as unavailable too.
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Redis(e) => {
@@ -112,6 +125,12 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
+                    || matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown
+                        ) | redis::ErrorKind::MasterNameNotFoundBySentinel
+                    )
             }
             Error::NoQuorum { .. } => true,
             _ => false,
@@ -195,6 +214,15 @@ impl fmt::Display for Error {
             Error::Unsupported { what, deployment } => {
                 write!(f, "{what} is not available on {deployment}")
             }
+            Error::NotReplicated {
+                name,
+                acknowledged,
+                wanted,
+            } => write!(
+                f,
+                "lock {name:?} was granted but only {acknowledged} of {wanted} replicas \
+                 acknowledged it in time; released it again"
+            ),
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::UnexpectedReply { detail } => {
                 write!(f, "unexpected reply from redis: {detail}")

@@ -17,11 +17,12 @@ use redis::ScriptInvocation;
 use tokio::time::Instant;
 
 use crate::client::Shared;
+use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keeper::Renewal;
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
-use crate::options::{lease_millis, Lease};
+use crate::options::{lease_millis, Lease, ReplicaAck};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -92,7 +93,7 @@ pub(crate) enum Reply {
 pub(crate) async fn try_acquire<R: Resource>(resource: &Arc<R>) -> Result<Held<R>> {
     let mut attempt = Attempt::new(resource)?;
     match attempt.send().await? {
-        Reply::Granted { fences, sent_at } => Ok(attempt.into_held(fences, sent_at)),
+        Reply::Granted { fences, sent_at } => attempt.hold(fences, sent_at).await,
         Reply::Held { remaining } => Err(Error::Held {
             name: resource.name().to_owned(),
             remaining,
@@ -109,7 +110,7 @@ pub(crate) async fn acquire<R: Resource>(
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
     if let Reply::Granted { fences, sent_at } = attempt.send().await? {
-        return Ok(attempt.into_held(fences, sent_at));
+        return attempt.hold(fences, sent_at).await;
     }
     // Subscribe before the next attempt: a release between that attempt and the wait below is
     // then announced to this waiter instead of lost.
@@ -122,7 +123,7 @@ pub(crate) async fn acquire<R: Resource>(
     let mut woken_by = None;
     loop {
         let remaining = match attempt.send().await? {
-            Reply::Granted { fences, sent_at } => return Ok(attempt.into_held(fences, sent_at)),
+            Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
             Reply::Held { remaining } => remaining,
         };
         if let Some(waiter) = woken_by.take() {
@@ -227,6 +228,9 @@ struct Attempt<'a, R: Resource> {
     resource: &'a Arc<R>,
     token: OwnerToken,
     armed: bool,
+    /// The attempt's own handle on the connection: a `WAIT` after the grant must go where
+    /// the grant went.
+    conn: Conn,
 }
 
 impl<'a, R: Resource> Attempt<'a, R> {
@@ -235,6 +239,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
             resource,
             token: OwnerToken::new()?,
             armed: false,
+            conn: resource.shared().conn.clone(),
         })
     }
 
@@ -244,25 +249,53 @@ impl<'a, R: Resource> Attempt<'a, R> {
             return self.send_to_masters().await;
         }
         let invocation = self.resource.acquire_script(&self.token);
-        let mut conn = self.resource.shared().conn.clone();
-        let mut pause = RESEND_PAUSE;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            self.armed = true;
-            let sent_at = Instant::now();
-            let reply = invocation
-                .invoke_async::<Vec<i64>>(&mut conn)
-                .await
-                .map_err(|e| Error::from_redis(e, self.resource.name()));
-            match reply {
-                Ok(reply) => return self.interpret(&reply, sent_at),
-                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => return Err(e),
-            }
+        // From the first send on, a grant may exist whether or not its reply arrives.
+        self.armed = true;
+        let sent =
+            invoke_resending::<Vec<i64>>(&mut self.conn, &invocation, self.resource.name()).await;
+        self.interpret(&sent.reply?, sent.at)
+    }
+
+    /// Turns the grant into a held lock, once as many replicas as the client asks for
+    /// acknowledged it.
+    async fn hold(mut self, fences: Vec<Fence>, sent_at: Instant) -> Result<Held<R>> {
+        if let Some(ack) = self.resource.shared().options.replica_ack {
+            self.confirm_replicated(ack).await?;
+        }
+        Ok(self.into_held(fences, sent_at))
+    }
+
+    /// Waits for the replicas to acknowledge the grant (`WAIT` on the connection the grant
+    /// went through); when too few did, or the wait failed, releases the grant before
+    /// returning the refusal, so that nobody finds it held by a caller that was refused.
+    async fn confirm_replicated(&mut self, ack: ReplicaAck) -> Result<()> {
+        let r = self.resource;
+        let acknowledged = self
+            .conn
+            .wait_for_replicas(r.wake_channel(), ack.replicas, ack.timeout)
+            .await
+            .map_err(|e| Error::from_redis(e, r.name()));
+        let refusal = match acknowledged {
+            Ok(acknowledged) if acknowledged >= ack.replicas => return Ok(()),
+            Ok(acknowledged) => Error::NotReplicated {
+                name: r.name().to_owned(),
+                acknowledged,
+                wanted: ack.replicas,
+            },
+            Err(e) => e,
+        };
+        self.release_now().await;
+        Err(refusal)
+    }
+
+    /// Releases whatever this attempt's token holds, and waits for the answer. Once Redis
+    /// answered, nothing is held under the token any more; if it did not, the attempt stays
+    /// armed and its drop tries again in the background.
+    async fn release_now(&mut self) {
+        let invocation = self.resource.release_script(&self.token);
+        let sent = invoke_resending::<i64>(&mut self.conn, &invocation, self.resource.name()).await;
+        if sent.reply.is_ok() {
+            self.armed = false;
         }
     }
 
@@ -337,6 +370,46 @@ impl<R: Resource> Drop for Attempt<'_, R> {
     fn drop(&mut self) {
         if self.armed {
             release_in_background(self.resource.as_ref(), &self.token);
+        }
+    }
+}
+
+/// The outcome of a script sent with resends: the reply, when the last send went out, and
+/// whether there was more than one.
+struct Sent<T> {
+    reply: Result<T>,
+    at: Instant,
+    resent: bool,
+}
+
+/// Invokes a script, resending it with growing pauses while Redis does not answer, up to
+/// [`SEND_ATTEMPTS`] sends. Only for scripts that are idempotent by owner token.
+async fn invoke_resending<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    invocation: &ScriptInvocation<'_>,
+    name: &str,
+) -> Sent<T> {
+    let mut pause = RESEND_PAUSE;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let at = Instant::now();
+        let reply = invocation
+            .invoke_async::<T>(conn)
+            .await
+            .map_err(|e| Error::from_redis(e, name));
+        match reply {
+            Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            reply => {
+                return Sent {
+                    reply,
+                    at,
+                    resent: tries > 1,
+                }
+            }
         }
     }
 }
@@ -427,35 +500,20 @@ impl<R: Resource> Held<R> {
         let deadline = self.lease.deadline();
         let invocation = self.resource.release_script(&self.token);
         let mut conn = self.resource.shared().conn.clone();
-        let mut resent = false;
-        let mut pause = RESEND_PAUSE;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let reply = invocation
-                .invoke_async::<i64>(&mut conn)
-                .await
-                .map_err(|e| Error::from_redis(e, self.resource.name()));
-            match reply {
-                Ok(1) => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Ok(0) if resent && Instant::now() < deadline => {
-                    self.released = true;
-                    return Ok(());
-                }
-                Ok(_) => {
-                    self.released = true;
-                    self.lease.mark_lost(Lost::Revoked);
-                    return Err(self.not_held());
-                }
-                Err(e) if e.is_unavailable() && tries < SEND_ATTEMPTS => {
-                    resent = true;
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => return Err(e),
+        let sent = invoke_resending::<i64>(&mut conn, &invocation, self.resource.name()).await;
+        match sent.reply? {
+            1 => {
+                self.released = true;
+                Ok(())
+            }
+            0 if sent.resent && Instant::now() < deadline => {
+                self.released = true;
+                Ok(())
+            }
+            _ => {
+                self.released = true;
+                self.lease.mark_lost(Lost::Revoked);
+                Err(self.not_held())
             }
         }
     }

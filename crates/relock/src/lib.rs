@@ -19,6 +19,7 @@ mod reentrant;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod sentinel;
 mod token;
 
 pub use client::Client;
@@ -33,6 +34,7 @@ pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
 pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
+pub use sentinel::SentinelOptions;
 pub use token::Fence;
 
 #[cfg(test)]
@@ -46,5 +48,6 @@ mod tests {
         is_send_sync::<crate::Client>();
         is_send_sync::<crate::Mutex>();
         is_send_sync::<crate::MutexGuard>();
+        is_send_sync::<crate::SentinelOptions>();
     }
 }

@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use crate::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -281,6 +283,31 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
 pub(crate) enum Source {
     /// One Redis server.
     Single(redis::Client),
+    /// The master of a Sentinel deployment, asked for at every connect so that waiters
+    /// follow a failover.
+    Sentinel(SentinelConn),
+}
+
+impl Source {
+    /// Announcements that the master moved, for the sources that make them.
+    fn moves(&self) -> Option<watch::Receiver<u64>> {
+        match self {
+            Source::Single(_) => None,
+            Source::Sentinel(conn) => Some(conn.moves()),
+        }
+    }
+}
+
+/// Completes when the master is announced to have moved; never for sources without moves.
+async fn moved(moves: &mut Option<watch::Receiver<u64>>) {
+    if let Some(receiver) = moves {
+        if receiver.changed().await.is_ok() {
+            return;
+        }
+        // The client is gone: no more moves.
+        *moves = None;
+    }
+    std::future::pending().await
 }
 
 /// Whether a `~` payload is new, remembering it if so.
@@ -313,6 +340,7 @@ async fn run(
 ) {
     let mut conn: Option<Connection> = None;
     let mut backoff = RECONNECT_MIN;
+    let mut moves = source.moves();
     loop {
         // Reconnect in the background while anyone waits, so that a dropped connection does
         // not leave waiters on their fallback timers for longer than needed.
@@ -343,6 +371,11 @@ async fn run(
                         }
                     }
                 }
+            }
+            () = moved(&mut moves) => {
+                // Releases are announced on the new master now.
+                conn = None;
+                wake_everyone(&registry);
             }
             message = next_message(&mut conn) => match message {
                 Some((channel, payload)) => dispatch(&registry, &channel, &payload),
@@ -375,6 +408,13 @@ async fn run(
 async fn connect(source: &Source) -> Option<Connection> {
     let pubsub = match source {
         Source::Single(client) => client.get_async_pubsub().await.ok()?,
+        Source::Sentinel(conn) => conn
+            .resolve_client()
+            .await
+            .ok()?
+            .get_async_pubsub()
+            .await
+            .ok()?,
     };
     let (sink, messages) = pubsub.split();
     Some(Connection {

@@ -131,6 +131,14 @@ pub struct ClientOptions {
     pub(crate) renew_batch: usize,
     pub(crate) drift: Drift,
     pub(crate) node_timeout: Duration,
+    pub(crate) replica_ack: Option<ReplicaAck>,
+}
+
+/// How many replicas must acknowledge a grant, and how long to wait for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReplicaAck {
+    pub(crate) replicas: usize,
+    pub(crate) timeout: Duration,
 }
 
 impl Default for ClientOptions {
@@ -146,6 +154,7 @@ impl Default for ClientOptions {
             renew_batch: 512,
             drift: Drift::default(),
             node_timeout: Duration::from_millis(250),
+            replica_ack: None,
         }
     }
 }
@@ -232,6 +241,33 @@ impl ClientOptions {
         self
     }
 
+    /// After every grant, waits until at least `replicas` replicas of the master acknowledged
+    /// it (Redis `WAIT`), for at most `timeout`; when fewer did, releases the grant and fails
+    /// with [`Error::NotReplicated`]. Applies to every primitive, to `try_lock` and `lock`
+    /// alike. Default: off (a grant is returned as soon as the master made it).
+    ///
+    /// This narrows, but does not close, the window in which a failover loses a lock: see
+    /// the [guarantees](crate::SentinelOptions#what-waiting-for-replicas-guarantees-and-what-it-does-not).
+    /// While replicas lag, the server holds the client's shared connection for up to
+    /// `timeout` on every grant, delaying the client's other commands (renewals included):
+    /// keep it short. It must be shorter than the
+    /// [`response_timeout`](ClientOptions::response_timeout), and `replicas` at least 1
+    /// (checked when the client is built).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use relock::ClientOptions;
+    ///
+    /// let options = ClientOptions::default().wait_for_replicas(1, Duration::from_millis(200));
+    /// # let _ = options;
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replica_ack = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
@@ -260,6 +296,9 @@ impl ClientOptions {
                 reason: "at least one lease per batch".into(),
             });
         }
+        if let Some(ack) = self.replica_ack {
+            validate_replica_ack(ack, self.response_timeout)?;
+        }
         if self.fence_memory > MAX_LEASE {
             return Err(Error::InvalidOption {
                 option: "fence_memory",
@@ -268,6 +307,24 @@ impl ClientOptions {
         }
         Ok(())
     }
+}
+
+fn validate_replica_ack(ack: ReplicaAck, response_timeout: Duration) -> Result<()> {
+    let reason = if ack.replicas == 0 {
+        "wait for at least one replica".to_owned()
+    } else if ack.timeout < Duration::from_millis(1) || ack.timeout >= response_timeout {
+        format!(
+            "the timeout {:?} must be at least 1ms and shorter than the response timeout \
+             {response_timeout:?}, or the client gives up on WAIT before the server answers",
+            ack.timeout
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidOption {
+        option: "wait_for_replicas",
+        reason,
+    })
 }
 
 fn positive(option: &'static str, value: Duration) -> Result<()> {
@@ -375,5 +432,19 @@ mod tests {
             .default_lease(Lease::Fixed(Duration::ZERO))
             .validate()
             .is_err());
+    }
+
+    #[test]
+    fn replica_acknowledgement_needs_a_replica_and_a_timeout_below_the_response_timeout() {
+        let options = ClientOptions::default().response_timeout(Duration::from_secs(1));
+        let wait = |replicas, ms| {
+            options
+                .clone()
+                .wait_for_replicas(replicas, Duration::from_millis(ms))
+        };
+        assert!(wait(1, 200).validate().is_ok());
+        assert!(wait(0, 200).validate().is_err());
+        assert!(wait(1, 0).validate().is_err());
+        assert!(wait(1, 1000).validate().is_err());
     }
 }

@@ -84,7 +84,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] for fewer than one master or an option out of range;
+    /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
+    /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
     /// [`Error::Redis`] for a malformed URL.
     ///
     /// # Cancel safety
@@ -116,6 +117,16 @@ impl Client {
         T: IntoConnectionInfo,
     {
         options.validate()?;
+        if options.replica_ack.is_some() {
+            // Each master's replicas are its own business: RedLock's answer to losing a master
+            // is the majority, not replication.
+            return Err(Error::InvalidOption {
+                option: "wait_for_replicas",
+                reason: "not available on a RedLock client; the majority of masters is what a \
+                         lock survives on"
+                    .into(),
+            });
+        }
         let mut nodes = Vec::new();
         let mut sources = Vec::new();
         for master in masters {

@@ -1,0 +1,216 @@
+//! Connecting through Redis Sentinel: the client asks the sentinels for the master of a
+//! service and follows it across failovers.
+
+mod master;
+
+use std::time::Duration;
+
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+
+use crate::client::Client;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::notify::Source;
+use crate::options::ClientOptions;
+
+pub(crate) use master::SentinelConn;
+
+/// How a [`Client`] connected through Sentinel authenticates to the master the sentinels name;
+/// and the guide to Sentinel and to waiting for replicas.
+///
+#[doc = include_str!("../../../docs/sentinel.md")]
+///
+/// # Examples
+///
+/// ```no_run
+/// use relock::{Client, ClientOptions, SentinelOptions};
+///
+/// # async fn demo() -> Result<(), relock::Error> {
+/// let sentinels = ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"];
+/// let nodes = SentinelOptions::default().master_username("app").master_password("s3cret");
+/// let client =
+///     Client::connect_sentinel_with_options(sentinels, "orders", nodes, ClientOptions::default())
+///         .await?;
+/// # let _ = client;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct SentinelOptions {
+    username: Option<String>,
+    password: Option<String>,
+    db: i64,
+}
+
+impl SentinelOptions {
+    /// The ACL user to authenticate as on the master. Default: none (the `default` user when
+    /// a password is set).
+    pub fn master_username(mut self, username: impl Into<String>) -> Self {
+        self.username = Some(username.into());
+        self
+    }
+
+    /// The password for the master (and for any node promoted in its place). Default: none.
+    pub fn master_password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The database number on the master. Default: 0.
+    pub fn master_db(mut self, db: i64) -> Self {
+        self.db = db;
+        self
+    }
+
+    fn node_connection_info(&self) -> SentinelNodeConnectionInfo {
+        let mut redis = RedisConnectionInfo::default().set_db(self.db);
+        if let Some(username) = &self.username {
+            redis = redis.set_username(username);
+        }
+        if let Some(password) = &self.password {
+            redis = redis.set_password(password);
+        }
+        SentinelNodeConnectionInfo::default().set_redis_connection_info(redis)
+    }
+}
+
+impl std::fmt::Debug for SentinelOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelOptions")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("db", &self.db)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects through Redis Sentinel with default options: asks the sentinels for the
+    /// master of `service_name` and sends every lock command to it.
+    ///
+    /// `sentinels` are the sentinels' addresses, in any form the `redis` crate accepts
+    /// (`redis://127.0.0.1:26379/`); the first that answers is asked. When a command finds
+    /// the master unreachable or demoted, or a sentinel announces a new master, the client
+    /// asks again and further commands go to the new master; the lock commands that can be
+    /// resent safely (acquire and release, idempotent by owner token) are resent, other
+    /// operations return an error for which [`Error::is_unavailable`] is true. Waiters
+    /// subscribe on the master too and follow it the same way. See
+    /// [following failovers](crate::SentinelOptions#following-failovers) for the details.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for an empty list of sentinels;
+    /// [`Error::Redis`] when an address is malformed, no sentinel answers, none names a
+    /// master for `service_name`, or the master cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let group = relock_testkit::SentinelGroup::start();
+    /// # let sentinels = group.sentinel_urls();
+    /// # let service = group.service_name();
+    /// // sentinels: ["redis://127.0.0.1:26379/", ...]
+    /// let client = relock::Client::connect_sentinel(sentinels, service).await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_sentinel<I>(sentinels: I, service_name: &str) -> Result<Client>
+    where
+        I: IntoIterator,
+        I::Item: IntoConnectionInfo,
+    {
+        Client::connect_sentinel_with_options(
+            sentinels,
+            service_name,
+            SentinelOptions::default(),
+            ClientOptions::default(),
+        )
+        .await
+    }
+
+    /// Connects through Redis Sentinel with credentials for the master and client options.
+    /// See [`Client::connect_sentinel`].
+    ///
+    /// The options' timeouts apply to the master connection; asking the sentinels for the
+    /// master is bounded by twice their sum.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for an option out of range or no sentinels; [`Error::Redis`]
+    /// as for [`Client::connect_sentinel`], and when the master refuses the credentials.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// See [`SentinelOptions`].
+    pub async fn connect_sentinel_with_options<I>(
+        sentinels: I,
+        service_name: &str,
+        nodes: SentinelOptions,
+        options: ClientOptions,
+    ) -> Result<Client>
+    where
+        I: IntoIterator,
+        I::Item: IntoConnectionInfo,
+    {
+        options.validate()?;
+        let sentinels = sentinels
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()?;
+        if sentinels.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "sentinels",
+                reason: "at least one sentinel address is needed".into(),
+            });
+        }
+        let resolver = SentinelClient::build(
+            sentinels.clone(),
+            service_name.to_owned(),
+            Some(nodes.node_connection_info()),
+            SentinelServerType::Master,
+        )?;
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(options.response_timeout))
+            .set_connection_timeout(Some(options.connection_timeout));
+        let conn = SentinelConn::connect(
+            resolver,
+            service_name.to_owned(),
+            sentinels,
+            config,
+            resolve_timeout(&options),
+        )
+        .await?;
+        Client::assemble(
+            Conn::Sentinel(conn.clone()),
+            Source::Sentinel(conn),
+            options,
+        )
+    }
+}
+
+/// A resolution asks a sentinel (connect, then a reply) and checks the named master's role
+/// (connect, then a reply).
+fn resolve_timeout(options: &ClientOptions) -> Duration {
+    (options.connection_timeout + options.response_timeout) * 2
+}
