@@ -5,7 +5,8 @@
 //! directory (config, log, AOF) and a loopback port; it can be paused,
 //! killed, restarted on the same port and directory, and inspected through
 //! `redis-cli`. A [`SentinelGroup`] is a master, a replica and three
-//! sentinels, with failovers on request. The [`process`] module helps integration tests that need
+//! sentinels, with failovers on request; a [`RedisCluster`] is three masters and
+//! their replicas, with failovers and slot migrations on request. The [`process`] module helps integration tests that need
 //! several OS processes competing for the same lock.
 //!
 //! Setup failures panic with a message that says what went wrong and, when a
@@ -27,6 +28,7 @@
 #![allow(clippy::expect_used, clippy::panic)]
 
 mod bins;
+mod cluster;
 mod net;
 mod options;
 pub mod process;
@@ -34,6 +36,7 @@ mod sentinel;
 mod server;
 
 pub use bins::{redis_cli_path, redis_server_path};
+pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;
 pub use options::ServerOptions;
 pub use process::check_no_overlap;
