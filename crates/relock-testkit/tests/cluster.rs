@@ -9,7 +9,11 @@ fn the_cluster_forms_fails_over_and_migrates_a_slot() {
     let key = "{kit}:probe";
     let slot = RedisCluster::slot_of(key);
     let keyslot = cluster.nodes()[0].cli(&["CLUSTER", "KEYSLOT", key]);
-    assert_eq!(keyslot, slot.to_string(), "the kit hashes keys as Redis does");
+    assert_eq!(
+        keyslot,
+        slot.to_string(),
+        "the kit hashes keys as Redis does"
+    );
 
     let master = cluster.master_of(slot);
     assert_eq!(master.cli(&["SET", key, "v", "PX", "60000"]), "OK");
@@ -18,7 +22,11 @@ fn the_cluster_forms_fails_over_and_migrates_a_slot() {
     assert_ne!(new_port, old_port);
     let promoted = cluster.master_of(slot);
     assert_eq!(promoted.port(), new_port);
-    assert_eq!(promoted.cli(&["GET", key]), "v", "a manual failover keeps the key");
+    assert_eq!(
+        promoted.cli(&["GET", key]),
+        "v",
+        "a manual failover keeps the key"
+    );
 
     let target = cluster.migrate_slot(slot);
     assert_ne!(target, new_port);

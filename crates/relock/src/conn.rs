@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::sentinel::SentinelConn;
 
@@ -15,15 +17,21 @@ pub(crate) enum Conn {
     Single(ConnectionManager),
     /// The master of a Sentinel deployment, followed across failovers.
     Sentinel(SentinelConn),
+    /// A Redis Cluster: each command goes to the master of its first key's slot.
+    Cluster(ClusterConnection),
 }
 
 impl Conn {
     /// Whether the deployment shards keys over several masters, so that scripts announce
     /// releases with sharded pub/sub (`SPUBLISH`).
     pub(crate) fn is_sharded(&self) -> bool {
-        match self {
-            Conn::Single(_) | Conn::Sentinel(_) => false,
-        }
+        matches!(self, Conn::Cluster(_))
+    }
+
+    /// The shard a key lives on, for deployments that shard: keys of one shard may go into
+    /// one script. `None` where one server holds every key.
+    pub(crate) fn shard_of(&self, key: &[u8]) -> Option<Slot> {
+        self.is_sharded().then(|| Slot::for_key(key))
     }
 
     /// Sends `WAIT replicas timeout` to the master that holds `routing_key`, over the
@@ -37,12 +45,18 @@ impl Conn {
         replicas: usize,
         timeout: Duration,
     ) -> RedisResult<usize> {
-        // One master holds every key of these deployments.
-        let _ = routing_key;
         let wait = wait_command(replicas, timeout);
         match self {
             Conn::Single(conn) => wait.query_async(conn).await,
             Conn::Sentinel(conn) => conn.wait(&wait).await,
+            // The cluster keeps one connection per node, so the WAIT follows the grant's
+            // writes on the same connection to the same master.
+            Conn::Cluster(conn) => {
+                let master = Route::with_key(routing_key, SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
+                let reply = conn.route_command(wait, routing).await?;
+                Ok(usize::from_redis_value(reply)?)
+            }
         }
     }
 }
@@ -62,6 +76,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.req_packed_command(cmd),
             Conn::Sentinel(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -74,6 +89,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
             Conn::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -81,6 +97,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.get_db(),
             Conn::Sentinel(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
         }
     }
 }

@@ -8,6 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::cluster_routing::Slot;
+use redis::ScriptInvocation;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -109,38 +111,74 @@ struct Entry {
 /// hold it (`Some(false)`), or too few answered to tell (`None`).
 type BatchOutcome = (Instant, Vec<u64>, Vec<Option<bool>>);
 
-/// Folds the per-key replies into one answer per lease.
-fn all_renewed(replies: &[i64], keys_per_lease: &[usize]) -> Vec<bool> {
+/// One answer per lease from one node's per-key replies (`None` for a key whose call failed):
+/// renewed when every key was, lost when any key is no longer held, unknown otherwise.
+fn lease_answers(replies: &[Option<i64>], keys_per_lease: &[usize]) -> Vec<Option<bool>> {
     let mut replies = replies.iter();
     keys_per_lease
         .iter()
-        .map(|&n| replies.by_ref().take(n).filter(|&&r| r == 1).count() == n)
+        .map(|&n| {
+            let keys: Vec<Option<i64>> = replies.by_ref().take(n).copied().collect();
+            if keys.iter().any(|r| matches!(r, Some(r) if *r != 1)) {
+                Some(false)
+            } else if keys.iter().all(Option::is_some) {
+                Some(true)
+            } else {
+                None
+            }
+        })
         .collect()
 }
 
-/// Each lease's verdict over every node's per-key replies (`None` for a node that did not
-/// answer).
+/// Each lease's verdict over every node's per-key replies.
 fn verdicts(
     nodes: &Quorum,
-    answers: &[Option<Vec<i64>>],
+    answers: &[Vec<Option<i64>>],
     keys_per_lease: &[usize],
 ) -> Vec<Option<bool>> {
-    let per_node: Vec<Vec<bool>> = answers
+    let per_node: Vec<Vec<Option<bool>>> = answers
         .iter()
-        .flatten()
-        .map(|replies| all_renewed(replies, keys_per_lease))
+        .map(|replies| lease_answers(replies, keys_per_lease))
         .collect();
     (0..keys_per_lease.len())
         .map(|lease| {
             let said = |renewed: bool| {
                 per_node
                     .iter()
-                    .filter(|node| node.get(lease) == Some(&renewed))
+                    .filter(|node| node.get(lease) == Some(&Some(renewed)))
                     .count()
             };
             nodes.verdict(said(true), said(false))
         })
         .collect()
+}
+
+/// One renewal script call: its invocation, and where each of its keys stands in the batch.
+struct Call {
+    invocation: ScriptInvocation<'static>,
+    positions: Vec<usize>,
+}
+
+/// Runs every call on every node at once and lays the replies out per node, one entry per key
+/// of the batch in batch order.
+async fn ask_calls(nodes: &Arc<Quorum>, calls: Vec<Call>, keys: usize) -> Vec<Vec<Option<i64>>> {
+    let mut asked = JoinSet::new();
+    let mut positions = Vec::with_capacity(calls.len());
+    for (index, call) in calls.into_iter().enumerate() {
+        positions.push(call.positions);
+        let nodes = Arc::clone(nodes);
+        asked.spawn(async move { (index, nodes.ask_all::<Vec<i64>>(call.invocation).await) });
+    }
+    let mut answers = vec![vec![None; keys]; nodes.len()];
+    while let Some(Ok((index, per_node))) = asked.join_next().await {
+        for (node, replies) in per_node.into_iter().enumerate() {
+            let Some(replies) = replies else { continue };
+            for (&position, reply) in positions[index].iter().zip(replies) {
+                answers[node][position] = Some(reply);
+            }
+        }
+    }
+    answers
 }
 
 struct Renewals {
@@ -224,28 +262,39 @@ impl Renewals {
         }
     }
 
-    /// One script call for these leases; the reply has one entry per key, in order.
+    /// One script call for these leases on a single deployment; one per shard where the
+    /// deployment shards keys (a script may only touch keys of one slot there). Each call's
+    /// reply has one entry per key, in order.
     fn send_batch(&mut self, ids: Vec<u64>) {
-        let mut invocation = RENEW_BATCH.prepare_invoke();
+        let mut calls: HashMap<Option<Slot>, Call> = HashMap::new();
         let mut keys_per_lease = Vec::with_capacity(ids.len());
+        let mut position = 0;
         for id in &ids {
             let Some(entry) = self.entries.get(id) else {
                 keys_per_lease.push(0);
                 continue;
             };
             for renewal in &entry.watched.renewals {
-                invocation
+                let shard = self.nodes.first().shard_of(&renewal.key);
+                let call = calls.entry(shard).or_insert_with(|| Call {
+                    invocation: RENEW_BATCH.prepare_invoke(),
+                    positions: Vec::new(),
+                });
+                call.invocation
                     .key(renewal.key.as_slice())
                     .arg(renewal.kind.code())
                     .arg(renewal.member.as_str())
                     .arg(entry.watched.lease.lease_ms());
+                call.positions.push(position);
+                position += 1;
             }
             keys_per_lease.push(entry.watched.renewals.len());
         }
         let nodes = Arc::clone(&self.nodes);
+        let calls = calls.into_values().collect();
         self.in_flight.spawn(async move {
             let sent_at = Instant::now();
-            let answers = nodes.ask_all::<Vec<i64>>(invocation).await;
+            let answers = ask_calls(&nodes, calls, position).await;
             (sent_at, ids, verdicts(&nodes, &answers, &keys_per_lease))
         });
     }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../../docs/guide.md")]
 
 mod client;
+mod cluster;
 mod conn;
 mod error;
 mod fair;

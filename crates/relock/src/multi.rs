@@ -126,6 +126,7 @@ impl MultiMutex {
                 reason: "a multi-lock needs at least one name",
             });
         }
+        refuse_several_shards(&shared, &members)?;
         Ok(MultiMutex {
             inner: Arc::new(Inner {
                 shared,
@@ -266,6 +267,20 @@ impl fmt::Debug for MultiMutex {
 }
 
 /// `[a, b, c]`, or the first few names and a count of the rest.
+/// A script may only touch keys of one slot on Redis Cluster, and the names of one multi-lock
+/// usually hash to several.
+fn refuse_several_shards(shared: &Shared, members: &[Member]) -> Result<()> {
+    let shard = |m: &Member| shared.conn.shard_of(&m.lock_key);
+    let first = members.first().and_then(shard);
+    if members.iter().any(|m| shard(m) != first) {
+        return Err(Error::Unsupported {
+            what: "a multi-lock over names of several hash slots",
+            deployment: "Redis Cluster",
+        });
+    }
+    Ok(())
+}
+
 fn display_names(members: &[Member]) -> String {
     let mut shown: Vec<String> = members
         .iter()

@@ -26,8 +26,11 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+use crate::cluster::ClusterSource;
 use crate::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
@@ -286,13 +289,15 @@ pub(crate) enum Source {
     /// The master of a Sentinel deployment, asked for at every connect so that waiters
     /// follow a failover.
     Sentinel(SentinelConn),
+    /// A Redis Cluster: sharded subscriptions, each on the master of its channel's slot.
+    Cluster(ClusterSource),
 }
 
 impl Source {
     /// Announcements that the master moved, for the sources that make them.
     fn moves(&self) -> Option<watch::Receiver<u64>> {
         match self {
-            Source::Single(_) => None,
+            Source::Single(_) | Source::Cluster(_) => None,
             Source::Sentinel(conn) => Some(conn.moves()),
         }
     }
@@ -322,12 +327,35 @@ fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
     true
 }
 
-/// The connection, when there is one: the sink to send (un)subscriptions through, and the
-/// channels it is subscribed to.
+/// The connection, when there is one, and the channels it is subscribed to.
 struct Connection {
-    sink: PubSubSink,
-    messages: PubSubStream,
+    link: Link,
     subscribed: HashSet<Vec<u8>>,
+}
+
+enum Link {
+    /// A RESP2 pub/sub connection to one server: the sink to send (un)subscriptions through,
+    /// and the stream of messages.
+    Plain {
+        sink: PubSubSink,
+        messages: PubSubStream,
+    },
+    /// A cluster connection with sharded subscriptions, its messages arriving as RESP3
+    /// pushes. It reconnects to each node and resubscribes by itself.
+    Cluster {
+        conn: ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+    },
+}
+
+/// What the connection delivered.
+enum Event {
+    /// A release message: its channel and payload.
+    Message(Vec<u8>, Vec<u8>),
+    /// A node connection dropped and was re-established: messages may have been lost.
+    Interrupted,
+    /// The server ended a subscription (its slot moved to another master).
+    Unsubscribed(Vec<u8>),
 }
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
@@ -365,7 +393,7 @@ async fn run(
                     Request::Unsubscribe(channel) => {
                         let still_wanted = lock(&registry).channels.contains_key(&channel);
                         if let (Some(c), false) = (conn.as_mut(), still_wanted) {
-                            if c.subscribed.remove(&channel) && c.sink.unsubscribe(&channel).await.is_err() {
+                            if !unsubscribe(c, &channel).await {
                                 conn = None;
                             }
                         }
@@ -377,8 +405,18 @@ async fn run(
                 conn = None;
                 wake_everyone(&registry);
             }
-            message = next_message(&mut conn) => match message {
-                Some((channel, payload)) => dispatch(&registry, &channel, &payload),
+            event = next_event(&mut conn) => match event {
+                Some(Event::Message(channel, payload)) => dispatch(&registry, &channel, &payload),
+                Some(Event::Interrupted) => wake_everyone(&registry),
+                Some(Event::Unsubscribed(channel)) => {
+                    if let Some(c) = conn.as_mut() {
+                        if !resubscribe(c, &registry, &channel).await {
+                            conn = None;
+                        }
+                    }
+                    // A release may have been announced on the slot's new master already.
+                    wake_channel(&registry, &channel);
+                }
                 None => {
                     conn = None;
                     wake_everyone(&registry);
@@ -406,33 +444,58 @@ async fn run(
 }
 
 async fn connect(source: &Source) -> Option<Connection> {
-    let pubsub = match source {
-        Source::Single(client) => client.get_async_pubsub().await.ok()?,
-        Source::Sentinel(conn) => conn
-            .resolve_client()
-            .await
-            .ok()?
-            .get_async_pubsub()
-            .await
-            .ok()?,
+    let link = match source {
+        Source::Single(client) => plain(client).await?,
+        Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
+        Source::Cluster(source) => {
+            let (tx, pushes) = mpsc::unbounded_channel();
+            let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
+            Link::Cluster { conn, pushes }
+        }
     };
-    let (sink, messages) = pubsub.split();
     Some(Connection {
-        sink,
-        messages,
+        link,
         subscribed: HashSet::new(),
     })
+}
+
+async fn plain(client: &redis::Client) -> Option<Link> {
+    let (sink, messages) = client.get_async_pubsub().await.ok()?.split();
+    Some(Link::Plain { sink, messages })
 }
 
 async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     if conn.subscribed.contains(channel) {
         return true;
     }
-    if conn.sink.subscribe(channel).await.is_err() {
+    let subscribed = match &mut conn.link {
+        Link::Plain { sink, .. } => sink.subscribe(channel).await,
+        Link::Cluster { conn, .. } => conn.ssubscribe(channel).await,
+    };
+    if subscribed.is_err() {
         return false;
     }
     conn.subscribed.insert(channel.to_vec());
     true
+}
+
+/// Unsubscribes from `channel`; `false` when the connection failed doing so.
+async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
+    if !conn.subscribed.remove(channel) {
+        return true;
+    }
+    let unsubscribed = match &mut conn.link {
+        Link::Plain { sink, .. } => sink.unsubscribe(channel).await,
+        Link::Cluster { conn, .. } => conn.sunsubscribe(channel).await,
+    };
+    unsubscribed.is_ok()
+}
+
+/// Subscribes again to a channel the server unsubscribed, if anyone still waits on it.
+async fn resubscribe(conn: &mut Connection, registry: &StdMutex<Registry>, channel: &[u8]) -> bool {
+    conn.subscribed.remove(channel);
+    let wanted = lock(registry).channels.contains_key(channel);
+    !wanted || subscribe(conn, channel).await
 }
 
 fn wake_everyone(registry: &StdMutex<Registry>) {
@@ -441,17 +504,52 @@ fn wake_everyone(registry: &StdMutex<Registry>) {
     }
 }
 
-/// The channel and payload of the next message, or `None` when the connection closed. Pends
-/// forever when there is no connection, so `select!` simply skips that branch.
-async fn next_message(conn: &mut Option<Connection>) -> Option<(Vec<u8>, Vec<u8>)> {
+fn wake_channel(registry: &StdMutex<Registry>, channel: &[u8]) {
+    if let Some(slots) = lock(registry).channels.get_mut(channel) {
+        slots.iter_mut().for_each(Slot::wake);
+    }
+}
+
+/// The next event of the connection, or `None` when it closed. Pends forever when there is no
+/// connection, so `select!` simply skips that branch.
+async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
     let Some(conn) = conn.as_mut() else {
         return std::future::pending().await;
     };
-    let message = poll_fn(|cx| Pin::new(&mut conn.messages).poll_next(cx)).await?;
-    Some((
-        message.get_channel::<Vec<u8>>().unwrap_or_default(),
-        message.get_payload_bytes().to_vec(),
-    ))
+    match &mut conn.link {
+        Link::Plain { messages, .. } => {
+            let message = poll_fn(|cx| Pin::new(&mut *messages).poll_next(cx)).await?;
+            Some(Event::Message(
+                message.get_channel::<Vec<u8>>().unwrap_or_default(),
+                message.get_payload_bytes().to_vec(),
+            ))
+        }
+        Link::Cluster { pushes, .. } => loop {
+            let push = pushes.recv().await?;
+            if let Some(event) = cluster_event(push) {
+                return Some(event);
+            }
+        },
+    }
+}
+
+/// The event a cluster push means, if it concerns the waiters.
+fn cluster_event(push: PushInfo) -> Option<Event> {
+    let mut data = push.data.into_iter().map(bytes_of);
+    match push.kind {
+        PushKind::SMessage => Some(Event::Message(data.next()??, data.next()??)),
+        PushKind::SUnsubscribe => Some(Event::Unsubscribed(data.next()??)),
+        PushKind::Disconnection => Some(Event::Interrupted),
+        _ => None,
+    }
+}
+
+fn bytes_of(value: Value) -> Option<Vec<u8>> {
+    match value {
+        Value::BulkString(bytes) => Some(bytes),
+        Value::SimpleString(text) => Some(text.into_bytes()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,11 @@ impl Quorum {
         &self.nodes[0]
     }
 
+    /// How many nodes there are.
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// How many nodes must agree: more than half.
     pub(crate) fn majority(&self) -> usize {
         majority(self.nodes.len())

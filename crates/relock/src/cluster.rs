@@ -1,0 +1,148 @@
+//! Connecting to Redis Cluster: every key of a lock name shares the name's hash tag, so each
+//! script runs on the one master that serves the name's slot, and releases are announced with
+//! sharded pub/sub on that master.
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::{IntoConnectionInfo, ProtocolVersion};
+
+use crate::client::Client;
+use crate::conn::Conn;
+use crate::error::{Error, Result};
+use crate::notify::Source;
+use crate::options::ClientOptions;
+
+impl Client {
+    /// Connects to a Redis Cluster with default options. See
+    /// [`Client::connect_cluster_with_options`].
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect_cluster_with_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let cluster = relock_testkit::RedisCluster::start();
+    /// # let nodes = cluster.urls();
+    /// // nodes: ["redis://10.0.0.1:6379/", "redis://10.0.0.2:6379/", ...]
+    /// let client = relock::Client::connect_cluster(nodes).await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_cluster<I, T>(nodes: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = T>,
+        T: IntoConnectionInfo,
+    {
+        Client::connect_cluster_with_options(nodes, ClientOptions::default()).await
+    }
+
+    /// Connects to a Redis Cluster: `nodes` are some of its nodes (one that answers is
+    /// enough), from which the client learns the others and the slots each serves.
+    /// Credentials and TLS come from the first node's URL and apply to every node.
+    ///
+    /// Every primitive works as on one server: a name's keys share its hash tag, so each
+    /// operation is one script on the master of the name's slot. The client follows `MOVED`
+    /// and `ASK` redirections, so locks survive slot migrations and failovers; waiters
+    /// subscribe with sharded pub/sub (`SSUBSCRIBE`, Redis 7) on the master of each name. A
+    /// [`MultiMutex`](crate::MultiMutex) over names of several slots takes them slot by slot
+    /// (see its documentation), and the batch renewal sends one script per slot. See
+    /// [the guide](crate#deployments) for what each deployment guarantees.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] for an option out of range or no nodes;
+    /// [`Error::Redis`] when an address is malformed or no node can be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use relock::{Client, ClientOptions};
+    ///
+    /// # async fn demo() -> Result<(), relock::Error> {
+    /// let nodes = ["redis://10.0.0.1:6379/", "redis://10.0.0.2:6379/"];
+    /// let options = ClientOptions::default().response_timeout(Duration::from_secs(2));
+    /// let client = Client::connect_cluster_with_options(nodes, options).await?;
+    /// # let _ = client;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_cluster_with_options<I, T>(
+        nodes: I,
+        options: ClientOptions,
+    ) -> Result<Client>
+    where
+        I: IntoIterator<Item = T>,
+        T: IntoConnectionInfo,
+    {
+        options.validate()?;
+        let nodes = nodes
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        if nodes.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "nodes",
+                reason: "at least one cluster node address is needed".into(),
+            });
+        }
+        let commands = builder(nodes.clone(), &options).build()?;
+        let conn = commands.get_async_connection().await?;
+        Client::assemble(
+            Conn::Cluster(conn),
+            Source::Cluster(ClusterSource {
+                nodes,
+                options: options.clone(),
+            }),
+            options,
+        )
+    }
+}
+
+/// What the notification task needs to open its own cluster connection, which receives the
+/// sharded messages (RESP3 pushes) of every master.
+#[derive(Clone)]
+pub(crate) struct ClusterSource {
+    nodes: Vec<redis::ConnectionInfo>,
+    options: ClientOptions,
+}
+
+impl ClusterSource {
+    /// A client whose connections deliver pushes to `pushes`.
+    pub(crate) fn client(
+        &self,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> redis::RedisResult<ClusterClient> {
+        builder(self.nodes.clone(), &self.options)
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(pushes)
+            .build()
+    }
+}
+
+fn builder(nodes: Vec<redis::ConnectionInfo>, options: &ClientOptions) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(nodes)
+        .connection_timeout(options.connection_timeout)
+        .response_timeout(options.response_timeout)
+}
