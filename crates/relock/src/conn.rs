@@ -61,6 +61,83 @@ impl Conn {
     }
 }
 
+/// How many keys one `SCAN` call asks for.
+const SCAN_COUNT: usize = 1000;
+
+impl Conn {
+    /// Every key matching the `SCAN MATCH` pattern `matcher`, on every master of the
+    /// deployment. A key may be listed more than once.
+    pub(crate) async fn scan_keys(&mut self, matcher: &[u8]) -> RedisResult<Vec<Vec<u8>>> {
+        let Conn::Cluster(conn) = self else {
+            return scan_node(self, matcher, None).await;
+        };
+        let nodes: String = conn
+            .route_command(
+                redis::cmd("CLUSTER").arg("NODES").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+            )
+            .await
+            .and_then(|v| Ok(String::from_redis_value(v)?))?;
+        let mut keys = Vec::new();
+        for (host, port) in masters_serving_slots(&nodes) {
+            let at = SingleNodeRoutingInfo::ByAddress { host, port };
+            keys.extend(scan_node(self, matcher, Some(at)).await?);
+        }
+        Ok(keys)
+    }
+}
+
+/// `SCAN`s one node to the end: the only node, or the cluster node `at`.
+async fn scan_node(
+    conn: &mut Conn,
+    matcher: &[u8],
+    at: Option<SingleNodeRoutingInfo>,
+) -> RedisResult<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(matcher)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        let (next, batch): (u64, Vec<Vec<u8>>) = match (&mut *conn, &at) {
+            (Conn::Cluster(cluster), Some(at)) => {
+                let routing = RoutingInfo::SingleNode(at.clone());
+                FromRedisValue::from_redis_value(cluster.route_command(scan, routing).await?)?
+            }
+            (conn, _) => scan.query_async(conn).await?,
+        };
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            return Ok(keys);
+        }
+    }
+}
+
+/// The addresses of the masters that serve slots, from a `CLUSTER NODES` reply:
+/// `<id> <host:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>...`.
+fn masters_serving_slots(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let serves = fields.len() > 8;
+            let master = flags.split(',').any(|f| f == "master");
+            let failed = flags.split(',').any(|f| f == "fail" || f == "noaddr");
+            if !(master && serves) || failed {
+                return None;
+            }
+            let address = fields.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = address.rsplit_once(':')?;
+            Some((host.to_owned(), port.parse().ok()?))
+        })
+        .collect()
+}
+
 /// `WAIT replicas timeout_ms`; at least 1 ms, since 0 would block for ever.
 fn wait_command(replicas: usize, timeout: Duration) -> Cmd {
     let millis = u64::try_from(timeout.as_millis())
@@ -99,5 +176,27 @@ impl ConnectionLike for Conn {
             Conn::Sentinel(conn) => conn.get_db(),
             Conn::Cluster(conn) => conn.get_db(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masters_that_serve_slots_are_read_from_cluster_nodes() {
+        let nodes = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001,host-b master - 0 0 2 connected 5461-10922 [10923->-c3]
+c3 10.0.0.3:7002@17002 master,fail - 0 0 3 disconnected 10923-16383
+d4 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+e5 127.0.0.1:7004@17004 master - 0 0 0 connected";
+        assert_eq!(
+            masters_serving_slots(nodes),
+            vec![
+                ("127.0.0.1".to_owned(), 7000),
+                ("127.0.0.1".to_owned(), 7001)
+            ]
+        );
     }
 }

@@ -222,28 +222,15 @@ impl Client {
         self.shared.require_single("lock inspection")?;
         let prefix = &self.shared.options.prefix;
         let matcher = scan_pattern(prefix, pattern, "*");
-        let mut conn = self.shared.conn.clone();
-        let mut found: Vec<(Vec<u8>, LockKind)> = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&matcher)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await?;
-            found.extend(batch.iter().filter_map(|key| {
+        let keys = self.shared.conn.clone().scan_keys(&matcher).await?;
+        let mut found: Vec<(Vec<u8>, LockKind)> = keys
+            .iter()
+            .filter_map(|key| {
                 LockKind::ALL
                     .into_iter()
                     .find_map(|kind| Some((name_of(prefix, key, kind.suffix())?, kind)))
-            }));
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+            })
+            .collect();
         // SCAN may return a key more than once.
         found.sort();
         found.dedup();
@@ -522,7 +509,14 @@ impl Client {
         }
         pipe.pttl(&key);
         let channels: Vec<Vec<u8>> = kind.wake_suffixes().iter().map(|s| keys.key(s)).collect();
-        pipe.cmd("PUBSUB").arg("NUMSUB").arg(&channels);
+        // On a cluster, waiters subscribe with sharded pub/sub on the master of the name's slot,
+        // the node this pipeline goes to.
+        let numsub = if self.shared.conn.is_sharded() {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        pipe.cmd("PUBSUB").arg(numsub).arg(&channels);
         if kind == LockKind::FairMutex {
             pipe.cmd("ZCOUNT")
                 .arg(keys.key("fair-places"))

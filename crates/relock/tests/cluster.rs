@@ -81,7 +81,10 @@ async fn every_primitive_works_on_names_of_every_master() {
         let (taken, waited) = waiter.await.expect("waiter task");
         let taken = taken.expect("the waiter gets the lock");
         assert!(taken.fence() > fence, "fences rise");
-        assert!(waited < ANNOUNCED_WITHIN, "woken by the sharded announcement");
+        assert!(
+            waited < ANNOUNCED_WITHIN,
+            "woken by the sharded announcement"
+        );
         taken.unlock().await.expect("unlock");
 
         let (alice, bob) = (
@@ -322,5 +325,56 @@ async fn grants_wait_for_the_replica_of_their_slot() {
             .await
             .expect("acknowledged");
         guard.unlock().await.expect("unlock");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_and_forced_release_cover_every_master() {
+    let cluster = blocking(RedisCluster::start);
+    let (a, b) = (client(&cluster).await, client(&cluster).await);
+    let names = blocking(|| names_on_every_master(&cluster, "seen"));
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(a.mutex(name).expect("name").lock().await.expect("lock"));
+    }
+    let listed: Vec<String> = a
+        .locks("seen-*")
+        .await
+        .expect("locks")
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(listed, expected, "a lock on every master is listed");
+
+    let name = names[0].clone();
+    let waiter = {
+        let b = b.clone();
+        let name = name.clone();
+        tokio::spawn(async move { b.mutex(&name).expect("name").lock_timeout(LIMIT).await })
+    };
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let info = a.locks_named(&name).await.expect("locks_named");
+        if info.first().is_some_and(|i| i.waiting_clients == 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sharded subscriber is never counted: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let removed = a.force_unlock(&name).await.expect("force_unlock");
+    assert_eq!(removed.len(), 1);
+    let taken = tokio::time::timeout(ANNOUNCED_WITHIN, waiter)
+        .await
+        .expect("the forced release is announced")
+        .expect("waiter task")
+        .expect("the waiter gets the lock");
+    taken.unlock().await.expect("unlock");
+    for guard in guards {
+        let _ = guard.unlock().await;
     }
 }
