@@ -11,7 +11,9 @@
 //!
 //! Redis is found from `--redis URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`;
 //! `rediss://` and `redis://user:password@host` work. `--redlock URL,URL,...` holds mutexes on
-//! a majority of independent masters instead. Exit codes are in [`exit`].
+//! a majority of independent masters instead, `--cluster URL,URL,...` uses a Redis Cluster and
+//! `--sentinel URL,... --service NAME` the master a Sentinel deployment names. Exit codes are
+//! in [`exit`].
 
 pub mod exit;
 
@@ -24,7 +26,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use relock::{Client, ClientOptions};
+use relock::{Client, ClientOptions, SentinelOptions};
 
 pub use duration::{parse_duration, DurationError};
 
@@ -36,7 +38,9 @@ Examples:
   relock status
   relock status 'backup*' --json
   relock unlock nightly-report --force
-  relock --redlock redis://a:6379,redis://b:6379,redis://c:6379 run report -- ./report.sh";
+  relock --redlock redis://a:6379,redis://b:6379,redis://c:6379 run report -- ./report.sh
+  relock --cluster redis://node1:6379,redis://node2:6379 run --fair printer -- lp report.pdf
+  relock --sentinel redis://s1:26379,redis://s2:26379 --service orders run report -- ./report.sh";
 
 /// Distributed locks on Redis, for shell scripts and cron jobs.
 #[derive(Debug, Parser)]
@@ -54,6 +58,30 @@ pub struct Cli {
     /// held when a majority granted it. Only mutexes (`run` without a kind flag).
     #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
     redlock: Vec<String>,
+    /// Nodes of a Redis Cluster (comma-separated or repeated; one that answers is enough):
+    /// every kind of lock runs on the master of its name's slot.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        conflicts_with = "redlock"
+    )]
+    cluster: Vec<String>,
+    /// Sentinels of a Redis Sentinel deployment (comma-separated or repeated), with
+    /// --service: locks run on the master they name, followed across failovers.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        requires = "service",
+        conflicts_with_all = ["redlock", "cluster"]
+    )]
+    sentinel: Vec<String>,
+    /// The name the sentinels monitor the master under (with --sentinel).
+    #[arg(long, global = true, value_name = "NAME", requires = "sentinel")]
+    service: Option<String>,
     /// Namespace of the lock keys; must match the programs you coordinate with.
     #[arg(long, global = true, default_value = "relock:")]
     prefix: String,
@@ -284,17 +312,37 @@ async fn connect(cli: &Cli) -> Result<Client, Failure> {
     let options = ClientOptions::default()
         .prefix(cli.prefix.clone())
         .holder_label(holder_label());
-    let (client, target) = if cli.redlock.is_empty() {
-        let client = Client::connect_with_options(cli.redis.as_str(), options).await;
-        (client, redacted(&cli.redis))
-    } else {
+    let (client, target) = if !cli.redlock.is_empty() {
         let masters = cli.redlock.iter().map(String::as_str);
         let client = Client::connect_redlock_with_options(masters, options).await;
-        let target = cli.redlock.iter().map(|url| redacted(url));
         (
             client,
-            format!("RedLock masters {}", target.collect::<Vec<_>>().join(",")),
+            format!("RedLock masters {}", redacted_list(&cli.redlock)),
         )
+    } else if !cli.cluster.is_empty() {
+        let nodes = cli.cluster.iter().map(String::as_str);
+        let client = Client::connect_cluster_with_options(nodes, options).await;
+        (
+            client,
+            format!("cluster nodes {}", redacted_list(&cli.cluster)),
+        )
+    } else if let (false, Some(service)) = (cli.sentinel.is_empty(), &cli.service) {
+        let sentinels = cli.sentinel.iter().map(String::as_str);
+        let client = Client::connect_sentinel_with_options(
+            sentinels,
+            service,
+            SentinelOptions::default(),
+            options,
+        )
+        .await;
+        let target = format!(
+            "master {service:?} of sentinels {}",
+            redacted_list(&cli.sentinel)
+        );
+        (client, target)
+    } else {
+        let client = Client::connect_with_options(cli.redis.as_str(), options).await;
+        (client, redacted(&cli.redis))
     };
     client.map_err(|e| {
         let failure = Failure::from(e);
@@ -311,6 +359,14 @@ fn holder_label() -> String {
     let mut label = format!("{host}/{}", std::process::id());
     label.truncate(128);
     label
+}
+
+/// The URLs without their passwords, comma-separated, for messages.
+fn redacted_list(urls: &[String]) -> String {
+    urls.iter()
+        .map(|url| redacted(url))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The URL without its password, for messages.

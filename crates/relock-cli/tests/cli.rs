@@ -980,3 +980,95 @@ fn redlock_runs_hold_a_majority_of_masters_and_exclude_each_other() {
     assert_eq!(code(&out), 64, "{}", stderr(&out));
     assert!(stderr(&out).contains("RedLock"), "{}", stderr(&out));
 }
+
+#[test]
+fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
+    use relock_testkit::RedisCluster;
+
+    let cluster = RedisCluster::start();
+    let nodes = cluster.urls().join(",");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("log");
+    let script = format!(
+        "echo \"start $RELOCK_FENCE\" >> {log}; sleep 0.2; echo end >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<Child> = (0..3)
+        .map(|_| {
+            Command::new(RELOCK)
+                .args([
+                    "--cluster",
+                    &nodes,
+                    "run",
+                    "shared",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .spawn()
+                .expect("spawn relock")
+        })
+        .collect();
+    all_succeed(runs);
+    let lines = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for pair in lines.chunks(2) {
+        assert!(
+            pair[0].starts_with("start ") && pair[1] == "end",
+            "runs overlapped: {lines:?}"
+        );
+    }
+
+    // Three held names, one on each master; status finds them all.
+    let mut names = Vec::new();
+    let mut masters = Vec::new();
+    for i in 0..1000 {
+        let name = format!("job-{i}");
+        let port = cluster
+            .master_of(RedisCluster::slot_of(format!("relock:{{{name}}}:mutex")))
+            .port();
+        if !masters.contains(&port) {
+            masters.push(port);
+            names.push(name);
+        }
+        if names.len() == 3 {
+            break;
+        }
+    }
+    let holders: Vec<Background> = names
+        .iter()
+        .map(|name| Background {
+            child: Command::new(RELOCK)
+                .args(["--cluster", &nodes, "run", name, "--", "sleep", "30"])
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn relock"),
+            group_file: None,
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new(RELOCK)
+            .args(["--cluster", &nodes, "status", "job-*", "--json"])
+            .output()
+            .expect("run relock");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let locks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        if locks.as_array().map(Vec::len) == Some(3) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status never listed all three: {locks}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new(RELOCK)
+        .args(["--cluster", &nodes, "unlock", &names[0], "--force"])
+        .output()
+        .expect("run relock");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    drop(holders);
+}
