@@ -34,6 +34,7 @@ mod options;
 pub mod process;
 mod sentinel;
 mod server;
+mod tls;
 
 pub use bins::{redis_cli_path, redis_server_path};
 pub use cluster::{Migration, RedisCluster};

@@ -27,6 +27,16 @@ pub struct ServerOptions {
     pub(crate) replica_of: Option<ReplicaOf>,
     pub(crate) extra_args: Vec<String>,
     pub(crate) sentinel: Option<SentinelMonitor>,
+    pub(crate) tls: Option<TlsClients>,
+}
+
+/// Whether a TLS server asks its clients for certificates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TlsClients {
+    /// A client may present a certificate; one that does must be signed by the kit's CA.
+    Optional,
+    /// Every client must present a certificate signed by the kit's CA.
+    Required,
 }
 
 /// What a server started in sentinel mode monitors (see [`crate::SentinelGroup`]).
@@ -135,6 +145,23 @@ impl ServerOptions {
         self
     }
 
+    /// Also listens with TLS on a second port ([`RedisServer::tls_url`]), with certificates
+    /// made when the server starts: a CA, a server certificate for `127.0.0.1` and
+    /// `localhost`, and a client certificate ([`RedisServer::tls_ca_pem`] and its siblings).
+    /// Clients may present the client certificate; they need not. The plain port stays open
+    /// for the kit's own probes and `redis-cli`.
+    pub fn tls(mut self) -> Self {
+        self.tls = Some(TlsClients::Optional);
+        self
+    }
+
+    /// As [`tls`](Self::tls), and every TLS client must present a certificate signed by the
+    /// kit's CA (`tls-auth-clients yes`).
+    pub fn tls_client_auth(mut self) -> Self {
+        self.tls = Some(TlsClients::Required);
+        self
+    }
+
     /// Runs the server as a sentinel (`--sentinel`) monitoring `monitor`'s master. Sentinel
     /// rewrites its config file, which lives in the server's own writable directory.
     pub(crate) fn sentinel(mut self, monitor: SentinelMonitor) -> Self {
@@ -191,6 +218,20 @@ impl ServerOptions {
         }
         if let Some(monitor) = &self.sentinel {
             lines.extend(monitor.config_lines());
+        }
+        if let Some(clients) = self.tls {
+            let auth = match clients {
+                TlsClients::Optional => "optional",
+                TlsClients::Required => "yes",
+            };
+            for (option, file) in [
+                ("tls-cert-file", crate::tls::SERVER_CERT),
+                ("tls-key-file", crate::tls::SERVER_KEY),
+                ("tls-ca-cert-file", crate::tls::CA_CERT),
+            ] {
+                lines.push(format!("{option} {}", quote(&format!("{dir}/{file}"))));
+            }
+            lines.push(format!("tls-auth-clients {}", quote(auth)));
         }
         let mut text = lines.join("\n");
         text.push('\n');

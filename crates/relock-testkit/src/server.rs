@@ -45,6 +45,8 @@ const STDERR_FILE: &str = "stderr.log";
 pub struct RedisServer {
     opts: ServerOptions,
     port: u16,
+    /// The TLS port, for a server started with [`ServerOptions::tls`].
+    tls_port: Option<u16>,
     pid: u32,
     child: Option<Child>,
     dir: TempDir,
@@ -96,9 +98,14 @@ impl RedisServer {
             opts.config_file(dir_str, log_str),
         )
         .expect("cannot write redis.conf into the temporary directory");
+        if opts.tls.is_some() {
+            crate::tls::write_certificates(dir.path());
+        }
+        let tls_port = opts.tls.map(|_| free_port());
         let mut server = RedisServer {
             opts,
             port: free_port(),
+            tls_port,
             pid: 0,
             child: None,
             dir,
@@ -115,6 +122,65 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT/`, without credentials.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TLS port, for a server started with [`ServerOptions::tls`].
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT/`: the server's TLS port, which presents a certificate
+    /// for `127.0.0.1` signed by [`tls_ca_pem`](Self::tls_ca_pem).
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with [`ServerOptions::tls`].
+    pub fn tls_url(&self) -> String {
+        let port = self
+            .tls_port
+            .unwrap_or_else(|| panic!("server on port {} does not speak TLS", self.port));
+        format!("rediss://127.0.0.1:{port}/")
+    }
+
+    /// The PEM certificate of the CA that signed the server's and the client's certificates.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with [`ServerOptions::tls`].
+    pub fn tls_ca_pem(&self) -> Vec<u8> {
+        self.tls_file(crate::tls::CA_CERT)
+    }
+
+    /// A PEM client certificate signed by the CA, for servers that ask for one.
+    ///
+    /// # Panics
+    ///
+    /// As [`tls_ca_pem`](Self::tls_ca_pem).
+    pub fn tls_client_cert_pem(&self) -> Vec<u8> {
+        self.tls_file(crate::tls::CLIENT_CERT)
+    }
+
+    /// The PEM private key of [`tls_client_cert_pem`](Self::tls_client_cert_pem).
+    ///
+    /// # Panics
+    ///
+    /// As [`tls_ca_pem`](Self::tls_ca_pem).
+    pub fn tls_client_key_pem(&self) -> Vec<u8> {
+        self.tls_file(crate::tls::CLIENT_KEY)
+    }
+
+    fn tls_file(&self, file: &str) -> Vec<u8> {
+        assert!(
+            self.tls_port.is_some(),
+            "server on port {} does not speak TLS",
+            self.port
+        );
+        fs::read(self.dir.path().join(file)).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {file} of the server on port {}: {e}",
+                self.port
+            )
+        })
     }
 
     /// A URL carrying credentials: `redis://:PASS@127.0.0.1:PORT/` for the
@@ -456,6 +522,7 @@ impl RedisServer {
             }
             if may_change_port {
                 self.port = free_port();
+                self.tls_port = self.tls_port.map(|_| free_port());
             } else {
                 thread::sleep(Duration::from_millis(100));
             }
@@ -475,6 +542,11 @@ impl RedisServer {
         Command::new(redis_server_path())
             .arg(self.dir.path().join(CONFIG_FILE))
             .args(["--port", &self.port.to_string()])
+            .args(
+                self.tls_port
+                    .iter()
+                    .flat_map(|port| ["--tls-port".to_owned(), port.to_string()]),
+            )
             .args(&self.opts.extra_args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())

@@ -119,7 +119,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client> {
         options.validate()?;
-        let redis = redis::Client::open(target)?;
+        let redis = options.open(target.into_connection_info()?)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))

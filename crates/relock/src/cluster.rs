@@ -142,7 +142,11 @@ impl ClusterSource {
 }
 
 fn builder(nodes: Vec<redis::ConnectionInfo>, options: &ClientOptions) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(nodes)
+    let builder = ClusterClientBuilder::new(nodes)
         .connection_timeout(options.connection_timeout)
-        .response_timeout(options.response_timeout)
+        .response_timeout(options.response_timeout);
+    match options.tls.certificates() {
+        Some(certificates) => builder.certs(certificates),
+        None => builder,
+    }
 }

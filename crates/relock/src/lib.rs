@@ -38,6 +38,14 @@ pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
 pub use sentinel::SentinelOptions;
 pub use token::Fence;
 
+/// Long-form documentation that belongs to no single type.
+pub mod topics {
+    /// TLS, an ACL user with only the commands relock sends, and how tokens, names and
+    /// scripts are kept apart.
+    #[doc = include_str!("../../../docs/security.md")]
+    pub mod security {}
+}
+
 #[cfg(test)]
 mod tests {
     fn is_error<T: std::error::Error + Send + Sync + 'static>() {}

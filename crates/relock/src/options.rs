@@ -132,6 +132,45 @@ pub struct ClientOptions {
     pub(crate) drift: Drift,
     pub(crate) node_timeout: Duration,
     pub(crate) replica_ack: Option<ReplicaAck>,
+    pub(crate) tls: Tls,
+}
+
+/// Certificates for `rediss://` connections, beyond the system's trusted roots.
+#[derive(Clone, Default)]
+pub(crate) struct Tls {
+    root: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Tls {
+    /// The certificates to build connections with, when any were given.
+    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.root.is_none() && self.client.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.root.clone(),
+        })
+    }
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("root", &self.root.as_ref().map(|_| "<pem>"))
+            .field(
+                "client",
+                &self.client.as_ref().map(|_| "<pem, redacted key>"),
+            )
+            .finish()
+    }
 }
 
 /// How many replicas must acknowledge a grant, and how long to wait for them.
@@ -155,6 +194,7 @@ impl Default for ClientOptions {
             drift: Drift::default(),
             node_timeout: Duration::from_millis(250),
             replica_ack: None,
+            tls: Tls::default(),
         }
     }
 }
@@ -266,6 +306,64 @@ impl ClientOptions {
     pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.replica_ack = Some(ReplicaAck { replicas, timeout });
         self
+    }
+
+    /// Trusts the certificate authority in `pem` (PEM) for `rediss://` servers, instead of
+    /// the system's trusted roots. Default: the system's roots (and the Mozilla roots built
+    /// in, where the system has none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start_with(
+    /// #     relock_testkit::ServerOptions::default().tls());
+    /// # let ca_pem = server.tls_ca_pem();
+    /// # let url = server.tls_url();
+    /// use relock::{Client, ClientOptions};
+    ///
+    /// // url: "rediss://127.0.0.1:6380/"
+    /// let options = ClientOptions::default().tls_root_certificate(ca_pem);
+    /// let client = Client::connect_with_options(url.as_str(), options).await?;
+    /// client.mutex("payouts")?.lock().await?.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root = Some(pem.into());
+        self
+    }
+
+    /// Presents the client certificate `cert_pem` with its private key `key_pem` (both PEM)
+    /// to `rediss://` servers that ask for one (`tls-auth-clients yes`). Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use relock::ClientOptions;
+    ///
+    /// let cert = std::fs::read("/etc/relock/client.crt")?;
+    /// let key = std::fs::read("/etc/relock/client.key")?;
+    /// let options = ClientOptions::default().tls_client_certificate(cert, key);
+    /// # let _ = options;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// A client for one server of the deployment, with the TLS certificates given.
+    pub(crate) fn open(&self, target: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        match self.tls.certificates() {
+            Some(certificates) => redis::Client::build_with_tls(target, certificates),
+            None => redis::Client::open(target),
+        }
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

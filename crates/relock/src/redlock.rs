@@ -130,7 +130,7 @@ impl Client {
         let mut nodes = Vec::new();
         let mut sources = Vec::new();
         for master in masters {
-            let redis = redis::Client::open(master)?;
+            let redis = options.open(master.into_connection_info()?)?;
             nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
             sources.push(Source::Single(redis));
         }

@@ -186,7 +186,7 @@ impl Client {
         }
         let resolver = SentinelClient::build(
             sentinels.clone(),
-            service_name.to_owned(),
+            service_name,
             Some(nodes.node_connection_info()),
             SentinelServerType::Master,
         )?;
