@@ -1,5 +1,6 @@
 #![doc = include_str!("../../../docs/guide.md")]
 
+mod check;
 mod client;
 mod cluster;
 mod conn;
@@ -23,6 +24,7 @@ mod semaphore;
 mod sentinel;
 mod token;
 
+pub use check::DeploymentWarning;
 pub use client::Client;
 pub use error::{Error, Result};
 pub use fair::{FairMutex, FairMutexGuard};
@@ -44,6 +46,10 @@ pub mod topics {
     /// scripts are kept apart.
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
+
+    /// Bad input and faults, each with its outcome and the test that checks it.
+    #[doc = include_str!("../../../docs/faults.md")]
+    pub mod faults {}
 }
 
 #[cfg(test)]
