@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::report::Output;
-use crate::{bench_dir, handoff, uncontended, Result, Settings};
+use crate::{bench_dir, handoff, market, uncontended, Result, Settings};
 
 /// relock measured beside the limit of the same Redis and beside its peers, in one run.
 #[derive(Debug, Parser)]
@@ -51,6 +51,8 @@ enum Scenario {
     Uncontended,
     /// 2: one name, W workers, every grant handed to a waiting worker.
     Handoff,
+    /// 6: the market simulation of "Redis in Action" 6.2.
+    Market,
 }
 
 /// Runs the command line and returns the process exit code: 0, 1 when a scenario failed, 2
@@ -102,6 +104,9 @@ async fn run(scenario: Scenario, settings: &Settings) -> Result<()> {
     }
     if all || scenario == Scenario::Handoff {
         handoff::run(settings, &output).await?;
+    }
+    if all || scenario == Scenario::Market {
+        market::run(settings, &output).await?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ pub mod grants;
 pub mod handoff;
 pub mod latency;
 pub mod machine;
+pub mod market;
 pub mod redisinfo;
 pub mod report;
 pub mod server;
