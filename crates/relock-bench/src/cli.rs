@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::report::Output;
-use crate::{bench_dir, handoff, market, uncontended, Result, Settings};
+use crate::{bench_dir, handoff, market, redlock, renewal, uncontended, Result, Settings};
 
 /// relock measured beside the limit of the same Redis and beside its peers, in one run.
 #[derive(Debug, Parser)]
@@ -51,6 +51,10 @@ enum Scenario {
     Uncontended,
     /// 2: one name, W workers, every grant handed to a waiting worker.
     Handoff,
+    /// 4: RedLock acquire latency on 5 masters vs 1.
+    Redlock,
+    /// 5: one client holding many renewed leases.
+    Renewal,
     /// 6: the market simulation of "Redis in Action" 6.2.
     Market,
 }
@@ -104,6 +108,12 @@ async fn run(scenario: Scenario, settings: &Settings) -> Result<()> {
     }
     if all || scenario == Scenario::Handoff {
         handoff::run(settings, &output).await?;
+    }
+    if all || scenario == Scenario::Redlock {
+        redlock::run(settings, &output).await?;
+    }
+    if all || scenario == Scenario::Renewal {
+        renewal::run(settings, &output).await?;
     }
     if all || scenario == Scenario::Market {
         market::run(settings, &output).await?;

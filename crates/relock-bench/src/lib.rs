@@ -13,6 +13,8 @@ pub mod latency;
 pub mod machine;
 pub mod market;
 pub mod redisinfo;
+pub mod redlock;
+pub mod renewal;
 pub mod report;
 pub mod server;
 pub mod uncontended;
