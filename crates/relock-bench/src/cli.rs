@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::report::Output;
-use crate::{bench_dir, handoff, market, redlock, renewal, uncontended, Result, Settings};
+use crate::{bench_dir, handoff, market, peers, redlock, renewal, uncontended, Result, Settings};
 
 /// relock measured beside the limit of the same Redis and beside its peers, in one run.
 #[derive(Debug, Parser)]
@@ -51,6 +51,8 @@ enum Scenario {
     Uncontended,
     /// 2: one name, W workers, every grant handed to a waiting worker.
     Handoff,
+    /// 3: the peers beside relock, installed under the peers folder.
+    Peers,
     /// 4: RedLock acquire latency on 5 masters vs 1.
     Redlock,
     /// 5: one client holding many renewed leases.
@@ -108,6 +110,9 @@ async fn run(scenario: Scenario, settings: &Settings) -> Result<()> {
     }
     if all || scenario == Scenario::Handoff {
         handoff::run(settings, &output).await?;
+    }
+    if all || scenario == Scenario::Peers {
+        peers::run(settings, &output).await?;
     }
     if all || scenario == Scenario::Redlock {
         redlock::run(settings, &output).await?;

@@ -12,6 +12,7 @@ pub mod handoff;
 pub mod latency;
 pub mod machine;
 pub mod market;
+pub mod peers;
 pub mod redisinfo;
 pub mod redlock;
 pub mod renewal;
