@@ -578,3 +578,19 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
     output.publish(&report, &charts)?;
     Ok(results)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_output_parses_into_grants() {
+        let out = "version redis 8.1.0\nstart 100\ngrant 1 150 170\ngrant 0 180 190\nend\n";
+        let parsed = parse_grants(out).ok();
+        let parsed = parsed.as_ref();
+        assert_eq!(parsed.map(|p| p.version.as_str()), Some("redis 8.1.0"));
+        assert_eq!(parsed.map(|p| p.start), Some(100));
+        assert_eq!(parsed.map(|p| p.grants.len()), Some(2));
+        assert!(parse_grants("grant 1 x 3\n").is_err());
+    }
+}
