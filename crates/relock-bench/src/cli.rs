@@ -38,6 +38,11 @@ struct Cli {
     /// Where results are written [default: bench/results].
     #[arg(long, global = true)]
     out: Option<PathBuf>,
+    /// Peer settings to measure, e.g. `rslock-1ms,etcd` [default: all]: rslock, rslock-1ms,
+    /// redis-py, redis-py-1ms, python-redis-lock, pottery, pottery-1ms, redlock, redlock-1ms,
+    /// redis-semaphore, redis-semaphore-1ms, etcd.
+    #[arg(long, global = true, value_delimiter = ',')]
+    peers: Vec<String>,
     /// Where peers are installed [default: bench/peers].
     #[arg(long, global = true)]
     peers_dir: Option<PathBuf>,
@@ -78,6 +83,7 @@ pub fn main() -> ExitCode {
     settings.workers = cli.workers.clone();
     settings.tasks = cli.tasks.clone();
     settings.leases = cli.leases.clone();
+    settings.peers = cli.peers.clone();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -118,8 +118,8 @@ pub struct HandoffRun {
     pub stats: HandoffStats,
     /// Every grant, in the window or after it, while the workers wound down.
     pub total_acquires: u64,
-    /// Commands Redis executed per acquire, over the whole run.
-    pub commands_per_acquire: f64,
+    /// Commands Redis executed per acquire, over the whole run; none for a lock not on Redis.
+    pub commands_per_acquire: Option<f64>,
 }
 
 /// Scenario 2's measurements.
@@ -240,7 +240,7 @@ pub async fn relock_run(
         mode,
         stats: analyse(&mut grants, workers, window),
         total_acquires,
-        commands_per_acquire: commands as f64 / total_acquires.max(1) as f64,
+        commands_per_acquire: Some(commands as f64 / total_acquires.max(1) as f64),
     })
 }
 
@@ -326,10 +326,15 @@ pub fn table(runs: &[HandoffRun]) -> Table {
             ms(s.latency.p99_ms),
             ms(s.latency.max_ms),
             format!("{}/{}", s.min_per_worker, s.max_per_worker),
-            format!("{:.1}", run.commands_per_acquire),
+            per_acquire(run.commands_per_acquire),
         ]);
     }
     table
+}
+
+/// Commands per acquire for a table, `n/a` for a lock not on Redis.
+pub fn per_acquire(commands: Option<f64>) -> String {
+    commands.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.1}"))
 }
 
 /// Bars of handoffs per second for the runs in handoff mode.

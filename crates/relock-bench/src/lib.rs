@@ -47,6 +47,9 @@ pub struct Settings {
     pub out: PathBuf,
     /// Where peers are installed.
     pub peers_dir: PathBuf,
+    /// Which peer settings to measure, by worker variant (`rslock`, `redis-py-1ms`, …); all
+    /// when empty.
+    pub peers: Vec<String>,
     /// The circumstances of this run.
     pub run_info: RunInfo,
 }
@@ -63,6 +66,7 @@ impl Settings {
             leases: vec![10_000, 100_000],
             out,
             peers_dir,
+            peers: Vec::new(),
             run_info: RunInfo::collect(redis_server_version()),
         }
     }

@@ -27,6 +27,7 @@ const PYTHON_WORKER: &str = include_str!("../peers/worker.py");
 const NODE_WORKER: &str = include_str!("../peers/worker.mjs");
 const RSLOCK_MANIFEST: &str = include_str!("../peers/rslock/Cargo.toml");
 const RSLOCK_MAIN: &str = include_str!("../peers/rslock/main.rs");
+const ETCD_WORKER: &str = include_str!("../peers/worker_etcd.py");
 
 /// What a peer's workers run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,8 @@ enum Runtime {
     Python,
     Node,
     Rslock,
+    /// `etcdctl lock` against a private etcd: the reference that is not Redis.
+    Etcd,
 }
 
 /// One peer at one setting.
@@ -47,7 +50,7 @@ struct Peer {
 }
 
 /// Every peer, in the order they are measured.
-const PEERS: [Peer; 11] = [
+const PEERS: [Peer; 12] = [
     Peer {
         runtime: Runtime::Rslock,
         variant: "rslock",
@@ -103,6 +106,11 @@ const PEERS: [Peer; 11] = [
         variant: "redis-semaphore-1ms",
         label: "redis-semaphore Mutex, retry 1 ms",
     },
+    Peer {
+        runtime: Runtime::Etcd,
+        variant: "etcd",
+        label: "etcdctl lock (etcd, not Redis)",
+    },
 ];
 
 /// An installed runtime: the program and the arguments that start a worker.
@@ -145,9 +153,37 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     let dir = &settings.peers_dir;
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let python = install_python(dir);
-    let node = install_node(dir);
-    let rslock = install_rslock(dir);
+    let wanted = |runtime: Runtime| {
+        PEERS.iter().any(|p| {
+            p.runtime == runtime
+                && (settings.peers.is_empty() || settings.peers.iter().any(|v| v == p.variant))
+        })
+    };
+    let not_wanted = || Err("not chosen".to_owned());
+    let python = if wanted(Runtime::Python) {
+        install_python(dir)
+    } else {
+        not_wanted()
+    };
+    let node = if wanted(Runtime::Node) {
+        install_node(dir)
+    } else {
+        not_wanted()
+    };
+    let rslock = if wanted(Runtime::Rslock) {
+        install_rslock(dir)
+    } else {
+        not_wanted()
+    };
+    let etcd = if wanted(Runtime::Etcd) {
+        install_etcd(dir)
+    } else {
+        not_wanted()
+    };
+    let etcd = etcd.and_then(|installed| {
+        let server = EtcdServer::start()?;
+        Ok((installed, server))
+    });
     let server = Server::start()?;
     let url = server.url();
     let mut runs = Vec::new();
@@ -167,11 +203,16 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
             }
         }
     }
-    for peer in PEERS {
-        let installed = match peer.runtime {
-            Runtime::Python => &python,
-            Runtime::Node => &node,
-            Runtime::Rslock => &rslock,
+    let chosen = PEERS
+        .iter()
+        .filter(|p| settings.peers.is_empty() || settings.peers.iter().any(|v| v == p.variant));
+    for &peer in chosen {
+        let (installed, endpoint) = match (peer.runtime, &etcd) {
+            (Runtime::Python, _) => (python.as_ref(), url.clone()),
+            (Runtime::Node, _) => (node.as_ref(), url.clone()),
+            (Runtime::Rslock, _) => (rslock.as_ref(), url.clone()),
+            (Runtime::Etcd, Ok((installed, server))) => (Ok(installed), server.endpoint()),
+            (Runtime::Etcd, Err(reason)) => (Err(reason), String::new()),
         };
         let installed = match installed {
             Ok(installed) => installed,
@@ -189,7 +230,8 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         let mut skipped = None;
         'modes: for mode in [Mode::Handoff, Mode::Immediate] {
             for &workers in &settings.workers {
-                match peer_run(&url, peer, installed, workers, mode, settings).await {
+                let run = peer_run(&url, &endpoint, peer, installed, workers, mode, settings);
+                match run.await {
                     Ok((run, v)) => {
                         if version.is_none() {
                             println!("peer {}: {v}", peer.label);
@@ -219,9 +261,11 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     })
 }
 
-/// Runs one peer's worker process and analyses its grants.
+/// Runs one peer's worker process against `endpoint` and analyses its grants; Redis at `url`
+/// counts the commands.
 async fn peer_run(
     url: &str,
+    endpoint: &str,
     peer: Peer,
     installed: &Installed,
     workers: usize,
@@ -234,7 +278,7 @@ async fn peer_run(
     let mut command = tokio::process::Command::new(&installed.program);
     command
         .args(&installed.args)
-        .arg(url)
+        .arg(endpoint)
         .arg(&name)
         .arg(workers.to_string())
         .arg(mode.as_str())
@@ -254,7 +298,10 @@ async fn peer_run(
         .await
         .map_err(|_| Error::Stuck(format!("{} still running after {bound:?}", peer.label)))?
         .map_err(|e| Error::io(format!("running {}", peer.label), e))?;
-    let commands = redisinfo::total_calls(&mut admin).await?;
+    let commands = match peer.runtime {
+        Runtime::Etcd => None,
+        _ => Some(redisinfo::total_calls(&mut admin).await?),
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !stdout.lines().any(|l| l == "end") {
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -286,7 +333,7 @@ async fn peer_run(
             mode,
             stats: analyse(&mut in_window, workers, window),
             total_acquires,
-            commands_per_acquire: commands as f64 / total_acquires.max(1) as f64,
+            commands_per_acquire: commands.map(|c| c as f64 / total_acquires.max(1) as f64),
         },
         version,
     ))
@@ -444,6 +491,116 @@ fn install_rslock(dir: &Path) -> std::result::Result<Installed, String> {
     })
 }
 
+/// `etcd` and `etcdctl` from Debian's `etcd-server` and `etcd-client`, installed with apt-get
+/// when missing, and the driver of `etcdctl lock` workers.
+fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
+    if !(on_path("etcd") && on_path("etcdctl")) {
+        if !on_path("apt-get") {
+            return Err("etcd and etcdctl are not on the PATH and there is no apt-get".to_owned());
+        }
+        println!("peers: apt-get install etcd-server etcd-client");
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|out| out.stdout.trim_ascii() == b"0");
+        let mut apt = if root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-n", "apt-get"]);
+            sudo
+        };
+        step(
+            apt.args(["install", "-y", "-q", "--no-install-recommends"])
+                .args(["etcd-server", "etcd-client"])
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+            "apt-get install etcd-server etcd-client",
+        )?;
+    }
+    let worker = dir.join("etcd/worker_etcd.py");
+    write(&worker, ETCD_WORKER)?;
+    Ok(Installed {
+        program: PathBuf::from("python3"),
+        args: vec![worker.display().to_string()],
+    })
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// A private single-member etcd on free loopback ports, stopped on drop.
+struct EtcdServer {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdServer {
+    fn start() -> std::result::Result<EtcdServer, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("etcd data folder: {e}"))?;
+        let port = crate::server::free_port().map_err(|e| e.to_string())?;
+        let peer_port = crate::server::free_port().map_err(|e| e.to_string())?;
+        let client = format!("http://127.0.0.1:{port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let log = std::fs::File::create(dir.path().join("etcd.log"))
+            .map_err(|e| format!("etcd log: {e}"))?;
+        let child = Command::new("etcd")
+            .args(["--name", "bench", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .arg("--initial-cluster")
+            .arg(format!("bench={peer}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start etcd: {e}"))?;
+        let server = EtcdServer {
+            child,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            let healthy = Command::new("etcdctl")
+                .args(["--endpoints", &server.endpoint(), "endpoint", "health"])
+                .env("ETCDCTL_API", "3")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if healthy {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err("etcd did not become healthy within 10 s".to_owned())
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The rslock version cargo resolved, from the worker's `Cargo.lock`.
 fn rslock_version(dir: &Path) -> String {
     let lock = std::fs::read_to_string(dir.join("rslock/Cargo.lock")).unwrap_or_default();
@@ -498,9 +655,9 @@ fn ratios(runs: &[HandoffRun]) -> Table {
             div(mutex.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
             div(fair.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
             div(peer.stats.latency.p50_ms, mutex.stats.latency.p50_ms),
-            format!("{:.1}", peer.commands_per_acquire),
-            format!("{:.1}", mutex.commands_per_acquire),
-            format!("{:.1}", fair.commands_per_acquire),
+            handoff::per_acquire(peer.commands_per_acquire),
+            handoff::per_acquire(mutex.commands_per_acquire),
+            handoff::per_acquire(fair.commands_per_acquire),
         ]);
     }
     table

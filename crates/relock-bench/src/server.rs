@@ -102,7 +102,8 @@ fn answers_ping(port: u16) -> bool {
     stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
 }
 
-fn free_port() -> Result<u16> {
+/// A loopback port nothing listens on at the moment.
+pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| Error::io("finding a free loopback port", e))?;
     let port = listener
