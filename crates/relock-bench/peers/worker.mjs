@@ -3,8 +3,9 @@
 //
 // Usage: node worker.mjs URL NAME WORKERS MODE HOLD_MS DURATION_MS VARIANT
 // VARIANT: redlock, redlock-1ms, redis-semaphore, redis-semaphore-1ms.
-// Prints "version ...", "start NS", one "grant WORKER ACQUIRED_NS RELEASED_NS" per grant,
-// then "end".
+// MODE: handoff, immediate or uncontended (each worker locks names of its own).
+// Prints "version ...", "start NS", one "grant WORKER ACQUIRED_NS RELEASED_NS" per grant or,
+// uncontended, one "cycles WORKER COUNT" per worker and "elapsed NS", then "end".
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -43,7 +44,7 @@ function otherAcquired(seq) {
   ]);
 }
 
-function makeLock(client) {
+function makeLock(client, name) {
   if (pkg === "redlock") {
     const Redlock = require("redlock");
     // Defaults: 10 retries, 200 ms apart with 100 ms of jitter; -1 retries for ever.
@@ -77,9 +78,24 @@ function makeLock(client) {
   };
 }
 
-async function worker(index) {
+const cycles = [];
+
+async function uncontended(index) {
   const client = new Redis(url);
-  const lock = makeLock(client);
+  let count = 0;
+  while (now() < end) {
+    const lock = makeLock(client, `${name}:${index}:${count}`);
+    await lock.release(await lock.acquire());
+    count += 1;
+  }
+  cycles.push([index, count]);
+  client.disconnect();
+}
+
+async function worker(index) {
+  if (mode === "uncontended") return uncontended(index);
+  const client = new Redis(url);
+  const lock = makeLock(client, name);
   while (now() < end) {
     const held = await lock.acquire();
     const acquired = now();
@@ -94,7 +110,8 @@ async function worker(index) {
 }
 
 await Promise.all(Array.from({ length: workers }, (_, i) => worker(i)));
-const lines = [`start ${start}`];
+const lines = [`start ${start}`, `elapsed ${now() - start}`];
+for (const [i, c] of cycles) lines.push(`cycles ${i} ${c}`);
 for (const [i, a, r] of grants) lines.push(`grant ${i} ${a} ${r}`);
 lines.push("end");
 console.log(lines.join("\n"));

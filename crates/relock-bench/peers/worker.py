@@ -2,9 +2,11 @@
 
 Usage: worker.py URL NAME WORKERS MODE HOLD_MS DURATION_MS VARIANT
 VARIANT: redis-py, redis-py-1ms, python-redis-lock, pottery, pottery-1ms.
-MODE: handoff (hold HOLD_MS, then wait until another worker acquired) or immediate.
+MODE: handoff (hold HOLD_MS, then wait until another worker acquired), immediate, or
+uncontended (each worker locks and unlocks names of its own, one after another).
 Prints "version ...", "start NS", one "grant WORKER ACQUIRED_NS RELEASED_NS" per grant
-(CLOCK_MONOTONIC), then "end".
+(CLOCK_MONOTONIC) or, uncontended, one "cycles WORKER COUNT" per worker and "elapsed NS",
+then "end".
 """
 import sys
 import threading
@@ -19,7 +21,7 @@ hold = float(hold_ms) / 1000.0
 LEASE_S = 30
 
 
-def make_lock(conn):
+def make_lock(conn, name):
     """A lock object with acquire() and release(), as each library's users write it."""
     if variant.startswith("redis-py"):
         sleep = 0.001 if variant.endswith("1ms") else 0.1  # 0.1 s is redis-py's default
@@ -53,6 +55,7 @@ print(f"version {package()} {version(package())} (redis-py {version('redis')})",
 cond = threading.Condition()
 acquires = 0
 grants = []
+cycles = []
 errors = []
 start = time.monotonic_ns()
 end = start + int(float(duration_ms) * 1_000_000)
@@ -66,10 +69,24 @@ def worker(index):
             errors.append(repr(e))
 
 
+def uncontended(index):
+    conn = redis.Redis.from_url(url)
+    count = 0
+    while time.monotonic_ns() < end:
+        lock = make_lock(conn, f"{name}:{index}:{count}")
+        lock.acquire(blocking=True)
+        lock.release()
+        count += 1
+    with cond:
+        cycles.append((index, count))
+
+
 def work(index):
     global acquires
+    if mode == "uncontended":
+        return uncontended(index)
     conn = redis.Redis.from_url(url)
-    lock = make_lock(conn)
+    lock = make_lock(conn, name)
     mine = []
     while time.monotonic_ns() < end:
         lock.acquire(blocking=True)
@@ -102,6 +119,9 @@ if errors:
     print(f"worker failed: {errors[0]}", file=sys.stderr)
     sys.exit(1)
 print(f"start {start}")
+print(f"elapsed {time.monotonic_ns() - start}")
+for index, count in cycles:
+    print(f"cycles {index} {count}")
 for index, acquired, released in grants:
     print(f"grant {index} {acquired} {released}")
 print("end", flush=True)

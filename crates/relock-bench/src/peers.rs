@@ -142,6 +142,8 @@ pub struct Peers {
     pub peers: Vec<PeerStatus>,
     /// relock's runs and every peer's, on the same server.
     pub runs: Vec<HandoffRun>,
+    /// Uncontended cycles of relock and of every Redis peer, on the same server.
+    pub uncontended: Vec<UncontendedPeerRow>,
 }
 
 /// Installs what it can, then measures relock and every installed peer on one server.
@@ -188,6 +190,20 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     let url = server.url();
     let mut runs = Vec::new();
     let mut statuses = Vec::new();
+    let mut uncontended = Vec::new();
+    let client = relock::Client::connect(url.as_str()).await?;
+    for &tasks in &settings.tasks {
+        let t = crate::uncontended::relock_throughput(&url, &client, tasks, settings.duration);
+        let t = t.await?;
+        uncontended.push(UncontendedPeerRow {
+            library: RelockKind::Mutex.label().to_owned(),
+            tasks,
+            cycles: t.cycles,
+            cycles_per_sec: t.cycles_per_sec,
+            commands_per_cycle: t.commands_per_cycle,
+        });
+    }
+    drop(client);
     for mode in [Mode::Handoff, Mode::Immediate] {
         for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
             for &workers in &settings.workers {
@@ -228,6 +244,14 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         };
         let mut version = None;
         let mut skipped = None;
+        if peer.runtime != Runtime::Etcd {
+            for &tasks in &settings.tasks {
+                match peer_uncontended(&url, peer, installed, tasks, settings).await {
+                    Ok(row) => uncontended.push(row),
+                    Err(reason) => println!("peer {}: uncontended skipped: {reason}", peer.label),
+                }
+            }
+        }
         'modes: for mode in [Mode::Handoff, Mode::Immediate] {
             for &workers in &settings.workers {
                 let run = peer_run(&url, &endpoint, peer, installed, workers, mode, settings);
@@ -258,22 +282,29 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         hold_ms: settings.hold.as_secs_f64() * 1000.0,
         peers: statuses,
         runs,
+        uncontended,
     })
 }
 
-/// Runs one peer's worker process against `endpoint` and analyses its grants; Redis at `url`
-/// counts the commands.
-async fn peer_run(
+/// What one worker process printed, and the Redis commands it caused.
+struct Spawned {
+    stdout: String,
+    commands: Option<u64>,
+}
+
+/// Runs one peer's worker process in `mode` against `endpoint`; Redis at `url` counts the
+/// commands.
+async fn spawn_worker(
     url: &str,
     endpoint: &str,
     peer: Peer,
     installed: &Installed,
     workers: usize,
-    mode: Mode,
+    mode: &str,
     settings: &Settings,
-) -> Result<(HandoffRun, String)> {
+) -> Result<Spawned> {
     let mut admin = redisinfo::connect(url).await?;
-    let name = format!("peer:{}:{}:{workers}", peer.variant, mode.as_str());
+    let name = format!("peer:{}:{mode}:{workers}", peer.variant);
     let window = settings.duration;
     let mut command = tokio::process::Command::new(&installed.program);
     command
@@ -281,7 +312,7 @@ async fn peer_run(
         .arg(endpoint)
         .arg(&name)
         .arg(workers.to_string())
-        .arg(mode.as_str())
+        .arg(mode)
         .arg(format!("{}", settings.hold.as_secs_f64() * 1000.0))
         .arg(format!("{}", window.as_secs_f64() * 1000.0))
         .arg(peer.variant)
@@ -302,7 +333,7 @@ async fn peer_run(
         Runtime::Etcd => None,
         _ => Some(redisinfo::total_calls(&mut admin).await?),
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() || !stdout.lines().any(|l| l == "end") {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
@@ -313,6 +344,30 @@ async fn peer_run(
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         )));
     }
+    Ok(Spawned { stdout, commands })
+}
+
+/// Runs one peer's contended workers and analyses their grants.
+async fn peer_run(
+    url: &str,
+    endpoint: &str,
+    peer: Peer,
+    installed: &Installed,
+    workers: usize,
+    mode: Mode,
+    settings: &Settings,
+) -> Result<(HandoffRun, String)> {
+    let window = settings.duration;
+    let Spawned { stdout, commands } = spawn_worker(
+        url,
+        endpoint,
+        peer,
+        installed,
+        workers,
+        mode.as_str(),
+        settings,
+    )
+    .await?;
     let parsed = parse_grants(&stdout)?;
     let version = match peer.runtime {
         Runtime::Rslock => rslock_version(&settings.peers_dir),
@@ -337,6 +392,53 @@ async fn peer_run(
         },
         version,
     ))
+}
+
+/// Uncontended lock and unlock cycles of one library at one concurrency.
+#[derive(Clone, Debug, Serialize)]
+pub struct UncontendedPeerRow {
+    /// The library and its setting.
+    pub library: String,
+    /// Workers cycling at once, each on names of its own.
+    pub tasks: usize,
+    /// Cycles done.
+    pub cycles: u64,
+    /// Cycles per second.
+    pub cycles_per_sec: f64,
+    /// Commands Redis executed per cycle.
+    pub commands_per_cycle: f64,
+}
+
+/// Runs one peer's uncontended workers: each locks and unlocks names of its own.
+async fn peer_uncontended(
+    url: &str,
+    peer: Peer,
+    installed: &Installed,
+    tasks: usize,
+    settings: &Settings,
+) -> Result<UncontendedPeerRow> {
+    let spawned = spawn_worker(url, url, peer, installed, tasks, "uncontended", settings).await?;
+    let bad = |line: &str| Error::Parse(format!("worker line {line:?}"));
+    let mut cycles = 0u64;
+    let mut elapsed_ns = 0u64;
+    for line in spawned.stdout.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["cycles", _, count] => cycles += count.parse::<u64>().map_err(|_| bad(line))?,
+            ["elapsed", ns] => elapsed_ns = ns.parse().map_err(|_| bad(line))?,
+            _ => {}
+        }
+    }
+    let secs = Duration::from_nanos(elapsed_ns)
+        .as_secs_f64()
+        .max(f64::MIN_POSITIVE);
+    Ok(UncontendedPeerRow {
+        library: peer.label.to_owned(),
+        tasks,
+        cycles,
+        cycles_per_sec: cycles as f64 / secs,
+        commands_per_cycle: spawned.commands.unwrap_or(0) as f64 / cycles.max(1) as f64,
+    })
 }
 
 /// What a worker process printed.
@@ -682,6 +784,34 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
                 .unwrap_or_else(|| "measured".to_owned()),
         ]);
     }
+    let mut cycles = Table::new(&[
+        "library",
+        "tasks",
+        "cycles/s",
+        "relock ÷ library",
+        "cmds/cycle",
+    ]);
+    for row in &results.uncontended {
+        let relock = results
+            .uncontended
+            .iter()
+            .find(|r| r.tasks == row.tasks && r.library == RelockKind::Mutex.label());
+        cycles.row(vec![
+            row.library.clone(),
+            row.tasks.to_string(),
+            format!("{:.0}", row.cycles_per_sec),
+            relock.map_or_else(
+                || "-".to_owned(),
+                |r| {
+                    format!(
+                        "{:.2}",
+                        r.cycles_per_sec / row.cycles_per_sec.max(f64::MIN_POSITIVE)
+                    )
+                },
+            ),
+            format!("{:.1}", row.commands_per_cycle),
+        ]);
+    }
     let (handoff_runs, immediate_runs): (Vec<HandoffRun>, Vec<HandoffRun>) = results
         .runs
         .iter()
@@ -693,6 +823,10 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
         results: results.clone(),
         tables: vec![
             ("Peers and versions".to_owned(), versions),
+            (
+                "Uncontended lock+unlock cycles, names of each worker's own".to_owned(),
+                cycles,
+            ),
             (
                 "Handoff: every grant to a waiting worker".to_owned(),
                 handoff::table(&handoff_runs),

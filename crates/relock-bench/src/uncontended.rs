@@ -90,6 +90,24 @@ pub async fn measure(settings: &Settings) -> Result<Uncontended> {
     })
 }
 
+/// relock's uncontended cycles at one concurrency through `client`, with the commands they
+/// cost on the server at `url`.
+///
+/// # Errors
+///
+/// A failed lock operation or `INFO`.
+pub async fn relock_throughput(
+    url: &str,
+    client: &relock::Client,
+    tasks: usize,
+    duration: Duration,
+) -> Result<Throughput> {
+    let mut admin = redisinfo::connect(url).await?;
+    redisinfo::reset_stats(&mut admin).await?;
+    let cycles = relock_cycles(client, tasks, duration).await?;
+    throughput(cycles, &mut admin).await
+}
+
 /// What a batch of tasks did: cycles, time taken, latencies.
 struct Cycles {
     count: u64,
