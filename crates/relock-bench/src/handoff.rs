@@ -1,0 +1,388 @@
+//! Scenario 2, contended handoff: W workers want one name. Each holds it briefly and, after
+//! releasing, does not ask again until another worker has acquired, so every grant goes to a
+//! worker that was already waiting: what is measured is how fast a release reaches a waiter.
+//!
+//! The other variant, an empty critical section and an immediate re-acquire, is reported too
+//! with its switch rate: there the releaser mostly takes the lock back at once, and a polling
+//! library looks as fast as a notifying one.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::error::{Error, Result};
+use crate::grants::{analyse, Grant, HandoffStats};
+use crate::latency::ms;
+use crate::redisinfo;
+use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::server::Server;
+use crate::Settings;
+
+/// How workers behave between grants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Hold for the hold time; after releasing, wait until another worker has acquired.
+    Handoff,
+    /// Release at once and ask again at once.
+    Immediate,
+}
+
+impl Mode {
+    /// The name peers' workers are given.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Handoff => "handoff",
+            Mode::Immediate => "immediate",
+        }
+    }
+}
+
+/// Which relock primitive the workers share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RelockKind {
+    /// [`relock::Mutex`]: a release wakes one waiter per client.
+    Mutex,
+    /// [`relock::FairMutex`]: a release wakes only the first in line.
+    FairMutex,
+}
+
+impl RelockKind {
+    /// The name the results give it.
+    pub fn label(self) -> &'static str {
+        match self {
+            RelockKind::Mutex => "relock Mutex",
+            RelockKind::FairMutex => "relock FairMutex",
+        }
+    }
+}
+
+/// A lock of either kind, so that one worker loop serves both.
+enum Lock {
+    Mutex(relock::Mutex),
+    Fair(relock::FairMutex),
+}
+
+/// A held lock of either kind.
+enum Held {
+    Mutex(relock::MutexGuard),
+    Fair(relock::FairMutexGuard),
+}
+
+impl Lock {
+    fn new(client: &relock::Client, kind: RelockKind, name: &str) -> Result<Lock> {
+        Ok(match kind {
+            RelockKind::Mutex => Lock::Mutex(client.mutex(name)?),
+            RelockKind::FairMutex => Lock::Fair(client.fair_mutex(name)?),
+        })
+    }
+
+    async fn lock(&self) -> Result<Held> {
+        Ok(match self {
+            Lock::Mutex(m) => Held::Mutex(m.lock().await?),
+            Lock::Fair(m) => Held::Fair(m.lock().await?),
+        })
+    }
+}
+
+impl Held {
+    async fn unlock(self) -> Result<()> {
+        match self {
+            Held::Mutex(g) => g.unlock().await?,
+            Held::Fair(g) => g.unlock().await?,
+        }
+        Ok(())
+    }
+}
+
+/// Holds the lock for `hold` without yielding the thread, so that the hold is as precise as the
+/// peers' `sleep` (a tokio timer rounds up to the next millisecond tick); the runtime moves
+/// this thread's other tasks elsewhere meanwhile.
+pub fn hold_for(hold: Duration) {
+    if !hold.is_zero() {
+        tokio::task::block_in_place(|| std::thread::sleep(hold));
+    }
+}
+
+/// One contended run of one library.
+#[derive(Clone, Debug, Serialize)]
+pub struct HandoffRun {
+    /// The library and its settings, e.g. `relock` or `rslock (retry 1 ms)`.
+    pub library: String,
+    /// The behaviour between grants.
+    pub mode: Mode,
+    /// What the grants say.
+    pub stats: HandoffStats,
+    /// Every grant, in the window or after it, while the workers wound down.
+    pub total_acquires: u64,
+    /// Commands Redis executed per acquire, over the whole run; none for a lock not on Redis.
+    pub commands_per_acquire: Option<f64>,
+}
+
+/// Scenario 2's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct Handoff {
+    /// Length of each run's measured window.
+    pub duration_secs: f64,
+    /// How long a holder holds in handoff mode.
+    pub hold_ms: f64,
+    /// Every run.
+    pub runs: Vec<HandoffRun>,
+}
+
+/// Grants as they are recorded by in-process workers.
+struct Shared {
+    start: Instant,
+    window_end: Instant,
+    grants: StdMutex<Vec<Grant>>,
+    acquires: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.duration_since(self.start).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Counts an acquire and returns its sequence number.
+    fn count_acquire(&self) -> u64 {
+        let mut seq = 0;
+        self.acquires.send_modify(|n| {
+            *n += 1;
+            seq = *n;
+        });
+        seq
+    }
+
+    fn record(&self, grant: Grant) {
+        if let Ok(mut grants) = self.grants.lock() {
+            grants.push(grant);
+        }
+    }
+
+    /// Waits until a grant after `seq` (by another worker) or the end of the window.
+    async fn wait_for_other(&self, seq: u64) {
+        let mut acquires = self.acquires.subscribe();
+        let window_end = tokio::time::Instant::from_std(self.window_end);
+        tokio::select! {
+            _ = acquires.wait_for(|n| *n > seq) => {}
+            _ = tokio::time::sleep_until(window_end) => {}
+        }
+    }
+}
+
+/// Runs `workers` relock workers, each with a client of its own as if in its own process, on
+/// one name of the server at `url`.
+///
+/// # Errors
+///
+/// A failed connection or lock operation, or workers that do not finish 30 s after the window.
+pub async fn relock_run(
+    url: &str,
+    kind: RelockKind,
+    workers: usize,
+    mode: Mode,
+    hold: Duration,
+    window: Duration,
+) -> Result<HandoffRun> {
+    let mut admin = redisinfo::connect(url).await?;
+    let name = format!("handoff:{kind:?}:{}:{workers}", mode.as_str());
+    let mut mutexes = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let client = relock::Client::connect(url).await?;
+        mutexes.push((Lock::new(&client, kind, &name)?, client));
+    }
+    redisinfo::reset_stats(&mut admin).await?;
+    let start = Instant::now();
+    let shared = Arc::new(Shared {
+        start,
+        window_end: start + window,
+        grants: StdMutex::new(Vec::new()),
+        acquires: watch::Sender::new(0),
+    });
+    let mut set = JoinSet::new();
+    for (worker, (mutex, client)) in mutexes.into_iter().enumerate() {
+        let shared = Arc::clone(&shared);
+        set.spawn(async move {
+            let result = relock_worker(worker, &mutex, &shared, mode, hold).await;
+            drop(client);
+            result
+        });
+    }
+    let bound = window + Duration::from_secs(30);
+    let joined = tokio::time::timeout(bound, async {
+        while let Some(joined) = set.join_next().await {
+            joined.map_err(|e| Error::Stuck(format!("a worker ended abnormally: {e}")))??;
+        }
+        Ok::<_, Error>(())
+    })
+    .await;
+    match joined {
+        Ok(result) => result?,
+        Err(_) => {
+            set.abort_all();
+            return Err(Error::Stuck(format!(
+                "relock workers still running {bound:?} after the start"
+            )));
+        }
+    }
+    let commands = redisinfo::total_calls(&mut admin).await?;
+    let total_acquires = *shared.acquires.borrow();
+    let mut grants = shared
+        .grants
+        .lock()
+        .map(|g| g.clone())
+        .map_err(|_| Error::Stuck("a worker panicked while recording".to_owned()))?;
+    Ok(HandoffRun {
+        library: kind.label().to_owned(),
+        mode,
+        stats: analyse(&mut grants, workers, window),
+        total_acquires,
+        commands_per_acquire: Some(commands as f64 / total_acquires.max(1) as f64),
+    })
+}
+
+async fn relock_worker(
+    worker: usize,
+    mutex: &Lock,
+    shared: &Shared,
+    mode: Mode,
+    hold: Duration,
+) -> Result<()> {
+    while Instant::now() < shared.window_end {
+        let guard = mutex.lock().await?;
+        let acquired = Instant::now();
+        let seq = shared.count_acquire();
+        if mode == Mode::Handoff {
+            hold_for(hold);
+        }
+        let released = Instant::now();
+        guard.unlock().await?;
+        if acquired < shared.window_end {
+            shared.record(Grant {
+                worker,
+                acquired_ns: shared.nanos(acquired),
+                released_ns: shared.nanos(released),
+            });
+        }
+        if mode == Mode::Handoff {
+            shared.wait_for_other(seq).await;
+        }
+    }
+    Ok(())
+}
+
+/// Measures relock at every worker count of `settings.workers`, in both modes.
+///
+/// # Errors
+///
+/// As [`relock_run`].
+pub async fn measure(settings: &Settings) -> Result<Handoff> {
+    let server = Server::start()?;
+    let url = server.url();
+    let mut runs = Vec::new();
+    for mode in [Mode::Handoff, Mode::Immediate] {
+        for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
+            for &workers in &settings.workers {
+                let run = relock_run(&url, kind, workers, mode, settings.hold, settings.duration);
+                runs.push(run.await?);
+            }
+        }
+    }
+    Ok(Handoff {
+        duration_secs: settings.duration.as_secs_f64(),
+        hold_ms: settings.hold.as_secs_f64() * 1000.0,
+        runs,
+    })
+}
+
+/// The table of contended runs, one row each.
+pub fn table(runs: &[HandoffRun]) -> Table {
+    let mut table = Table::new(&[
+        "library",
+        "mode",
+        "W",
+        "acquires/s",
+        "handoffs/s",
+        "switch rate",
+        "handoff p50 ms",
+        "p99 ms",
+        "max ms",
+        "per worker min/max",
+        "cmds/acquire",
+    ]);
+    for run in runs {
+        let s = &run.stats;
+        table.row(vec![
+            run.library.clone(),
+            run.mode.as_str().to_owned(),
+            s.workers.to_string(),
+            format!("{:.0}", s.acquires_per_sec),
+            format!("{:.0}", s.handoffs_per_sec),
+            format!("{:.1}%", s.switch_rate * 100.0),
+            ms(s.latency.p50_ms),
+            ms(s.latency.p99_ms),
+            ms(s.latency.max_ms),
+            format!("{}/{}", s.min_per_worker, s.max_per_worker),
+            per_acquire(run.commands_per_acquire),
+        ]);
+    }
+    table
+}
+
+/// Commands per acquire for a table, `n/a` for a lock not on Redis.
+pub fn per_acquire(commands: Option<f64>) -> String {
+    commands.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.1}"))
+}
+
+/// Bars of handoffs per second for the runs in handoff mode.
+pub fn chart(title: &str, runs: &[HandoffRun]) -> Chart {
+    Chart {
+        title: title.to_owned(),
+        unit: "handoffs per second".to_owned(),
+        bars: runs
+            .iter()
+            .filter(|r| r.mode == Mode::Handoff)
+            .map(|r| Bar {
+                label: format!("{}, W={}", r.library, r.stats.workers),
+                value: r.stats.handoffs_per_sec,
+            })
+            .collect(),
+    }
+}
+
+/// Measures, prints and writes `handoff.{json,md,png}`.
+///
+/// # Errors
+///
+/// As [`measure`], and when the results cannot be written.
+pub async fn run(settings: &Settings, output: &Output) -> Result<Handoff> {
+    println!("== handoff: one name, W workers, every grant to a waiting worker");
+    let results = measure(settings).await?;
+    let overlaps: u64 = results.runs.iter().map(|r| r.stats.overlaps).sum();
+    let report = Report {
+        scenario: "handoff".to_owned(),
+        run: settings.run_info.clone(),
+        results: results.clone(),
+        tables: vec![("Contended handoff, relock".to_owned(), table(&results.runs))],
+        notes: vec![
+            format!(
+                "handoff: each holder holds {:.0} ms, then waits until another worker has \
+                 acquired; latency is from the start of a release to the next holder's acquire",
+                results.hold_ms
+            ),
+            "immediate: empty critical section, re-acquire at once; the switch rate is the \
+             share of acquires by another worker than the previous holder"
+                .to_owned(),
+            format!("grants that overlapped the previous one: {overlaps}"),
+        ],
+    };
+    let chart = chart(
+        "relock: handoffs per second (higher is better)",
+        &results.runs,
+    );
+    output.publish(&report, &[chart])?;
+    Ok(results)
+}

@@ -1,0 +1,93 @@
+//! `relock-bench`: relock measured beside the limit of the same Redis and beside the libraries
+//! its users would otherwise pick, in one run, against the same server, reported as ratios.
+//!
+//! Each scenario is a module with a `measure` function (the numbers) and a `run` function (the
+//! numbers, printed and written under the results folder as JSON, Markdown and a PNG chart).
+//! The binary is a thin layer over [`main`].
+
+mod cli;
+pub mod error;
+pub mod grants;
+pub mod handoff;
+pub mod latency;
+pub mod machine;
+pub mod market;
+pub mod peers;
+pub mod redisinfo;
+pub mod redlock;
+pub mod renewal;
+pub mod report;
+pub mod server;
+pub mod uncontended;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use cli::main;
+pub use error::{Error, Result};
+
+use machine::RunInfo;
+
+/// What every scenario is run with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The measured window of each measurement (the market has its own).
+    pub duration: Duration,
+    /// The length of each market simulation run.
+    pub market_duration: Duration,
+    /// Concurrent tasks of the uncontended scenario.
+    pub tasks: Vec<usize>,
+    /// Worker counts of the contended scenarios.
+    pub workers: Vec<usize>,
+    /// How long a holder holds in the handoff mode.
+    pub hold: Duration,
+    /// Lease counts of the renewal scenario.
+    pub leases: Vec<usize>,
+    /// Where results are written.
+    pub out: PathBuf,
+    /// Where peers are installed.
+    pub peers_dir: PathBuf,
+    /// Which peer settings to measure, by worker variant (`rslock`, `redis-py-1ms`, …); all
+    /// when empty.
+    pub peers: Vec<String>,
+    /// The circumstances of this run.
+    pub run_info: RunInfo,
+}
+
+impl Settings {
+    /// The defaults of a full run, writing to `out` and installing peers into `peers_dir`.
+    pub fn new(out: PathBuf, peers_dir: PathBuf) -> Settings {
+        Settings {
+            duration: Duration::from_secs(5),
+            market_duration: Duration::from_secs(60),
+            tasks: vec![1, 64],
+            workers: vec![4, 16, 64],
+            hold: Duration::from_millis(1),
+            leases: vec![10_000, 100_000],
+            out,
+            peers_dir,
+            peers: Vec::new(),
+            run_info: RunInfo::collect(redis_server_version()),
+        }
+    }
+}
+
+/// The version `redis-server --version` reports, or `unknown`.
+pub fn redis_server_version() -> String {
+    let program = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix("v=").map(str::to_owned))
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The workspace's `bench/` folder, where results and installed peers live by default.
+pub fn bench_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench")
+}

@@ -1,0 +1,114 @@
+//! Private `redis-server` processes on free loopback ports: every scenario measures against a
+//! server of its own, so that nothing else's commands reach its statistics.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// A `redis-server` child process, stopped on drop.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    port: u16,
+    // Holds the server's working directory until the server is gone.
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `redis-server` (from the PATH, or `REDIS_SERVER`) without persistence on a free
+    /// loopback port, and waits until it answers `PING`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Server`] when it cannot be spawned or does not answer within 10 seconds.
+    pub fn start() -> Result<Server> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("temporary directory", e))?;
+        let port = free_port()?;
+        let program = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let child = Command::new(&program)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["--logfile", "redis.log"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                Error::Server(format!(
+                    "cannot start {program}: {e} (run `cargo xtask setup` to install Redis)"
+                ))
+            })?;
+        let mut server = Server {
+            child,
+            port,
+            _dir: dir,
+        };
+        server.wait_ready(Duration::from_secs(10))?;
+        Ok(server)
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(Error::Server(format!(
+                    "exited at start ({status}) on port {}",
+                    self.port
+                )));
+            }
+            if answers_ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(Error::Server(format!(
+            "no answer on port {} within {timeout:?}",
+            self.port
+        )))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut reply = [0u8; 7];
+    stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+}
+
+/// A loopback port nothing listens on at the moment.
+pub(crate) fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| Error::io("finding a free loopback port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("finding a free loopback port", e))?
+        .port();
+    Ok(port)
+}

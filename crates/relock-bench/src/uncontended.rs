@@ -1,0 +1,276 @@
+//! Scenario 1, uncontended: lock and unlock cycles on names nobody else uses, one task after
+//! another and many tasks at once, beside the limit of the same Redis in the same run: the same
+//! number of bare round trips (`SET NX PX`, then the compare-and-delete release script) sent
+//! directly with the `redis` crate at the same concurrency.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use crate::error::{Error, Result};
+use crate::latency::{ms, Latencies, LatencySummary};
+use crate::redisinfo;
+use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::server::Server;
+use crate::Settings;
+
+/// The release every Redis lock guide shows: delete the key only if it still holds our token.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                       return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// One side of a measurement: relock or the bare round trips.
+#[derive(Clone, Debug, Serialize)]
+pub struct Throughput {
+    /// Lock and unlock cycles completed.
+    pub cycles: u64,
+    /// Cycles per second.
+    pub cycles_per_sec: f64,
+    /// Commands Redis executed per cycle (scripts' own commands included).
+    pub commands_per_cycle: f64,
+    /// Latency of a whole cycle.
+    pub cycle_latency: LatencySummary,
+}
+
+/// relock and the limit at one concurrency.
+#[derive(Clone, Debug, Serialize)]
+pub struct UncontendedRow {
+    /// Tasks running cycles at once, in one process.
+    pub tasks: usize,
+    /// relock's cycles.
+    pub relock: Throughput,
+    /// The bare round trips.
+    pub limit: Throughput,
+    /// `relock.cycles_per_sec / limit.cycles_per_sec`.
+    pub ratio: f64,
+}
+
+/// Scenario 1's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct Uncontended {
+    /// How long relock ran at each concurrency.
+    pub duration_secs: f64,
+    /// One row per concurrency.
+    pub rows: Vec<UncontendedRow>,
+}
+
+/// Measures every concurrency of `settings.tasks` against a private server.
+///
+/// # Errors
+///
+/// Any failure to start Redis or of a lock operation.
+pub async fn measure(settings: &Settings) -> Result<Uncontended> {
+    let server = Server::start()?;
+    let url = server.url();
+    let mut admin = redisinfo::connect(&url).await?;
+    let client = relock::Client::connect(url.as_str()).await?;
+    let limit_conn = redisinfo::connect(&url).await?;
+    let mut rows = Vec::new();
+    for &tasks in &settings.tasks {
+        redisinfo::reset_stats(&mut admin).await?;
+        let relock = relock_cycles(&client, tasks, settings.duration).await?;
+        let relock = throughput(relock, &mut admin).await?;
+        redisinfo::reset_stats(&mut admin).await?;
+        let limit = limit_cycles(&limit_conn, tasks, relock.cycles).await?;
+        let limit = throughput(limit, &mut admin).await?;
+        let ratio = relock.cycles_per_sec / limit.cycles_per_sec.max(f64::MIN_POSITIVE);
+        rows.push(UncontendedRow {
+            tasks,
+            relock,
+            limit,
+            ratio,
+        });
+    }
+    drop(server);
+    Ok(Uncontended {
+        duration_secs: settings.duration.as_secs_f64(),
+        rows,
+    })
+}
+
+/// relock's uncontended cycles at one concurrency through `client`, with the commands they
+/// cost on the server at `url`.
+///
+/// # Errors
+///
+/// A failed lock operation or `INFO`.
+pub async fn relock_throughput(
+    url: &str,
+    client: &relock::Client,
+    tasks: usize,
+    duration: Duration,
+) -> Result<Throughput> {
+    let mut admin = redisinfo::connect(url).await?;
+    redisinfo::reset_stats(&mut admin).await?;
+    let cycles = relock_cycles(client, tasks, duration).await?;
+    throughput(cycles, &mut admin).await
+}
+
+/// What a batch of tasks did: cycles, time taken, latencies.
+struct Cycles {
+    count: u64,
+    elapsed: Duration,
+    latencies: Latencies,
+}
+
+async fn throughput(cycles: Cycles, admin: &mut MultiplexedConnection) -> Result<Throughput> {
+    let commands = redisinfo::total_calls(admin).await?;
+    let count = cycles.count.max(1) as f64;
+    Ok(Throughput {
+        cycles: cycles.count,
+        cycles_per_sec: cycles.count as f64 / cycles.elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
+        commands_per_cycle: commands as f64 / count,
+        cycle_latency: cycles.latencies.summary(),
+    })
+}
+
+async fn relock_cycles(
+    client: &relock::Client,
+    tasks: usize,
+    duration: Duration,
+) -> Result<Cycles> {
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut set = JoinSet::new();
+    for task in 0..tasks {
+        let client = client.clone();
+        set.spawn(async move {
+            let mut latencies = Latencies::new();
+            let mut count = 0u64;
+            while Instant::now() < deadline {
+                let began = Instant::now();
+                let guard = client
+                    .mutex(format!("u:{tasks}:{task}:{count}"))?
+                    .lock()
+                    .await?;
+                guard.unlock().await?;
+                latencies.record(began.elapsed());
+                count += 1;
+            }
+            Ok::<_, Error>((count, latencies))
+        });
+    }
+    collect(set, start).await
+}
+
+async fn limit_cycles(conn: &MultiplexedConnection, tasks: usize, total: u64) -> Result<Cycles> {
+    let release = Arc::new(redis::Script::new(RELEASE));
+    let start = Instant::now();
+    let mut set = JoinSet::new();
+    let tasks_u64 = tasks.max(1) as u64;
+    for task in 0..tasks_u64 {
+        let mut conn = conn.clone();
+        let release = Arc::clone(&release);
+        // The same total as relock did, shared out evenly.
+        let share = total / tasks_u64 + u64::from(task < total % tasks_u64);
+        set.spawn(async move {
+            let mut latencies = Latencies::new();
+            for i in 0..share {
+                let began = Instant::now();
+                let key = format!("limit:{tasks}:{task}:{i}");
+                let token = format!("{task:016x}{i:016x}");
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query_async(&mut conn)
+                    .await?;
+                if set.is_none() {
+                    return Err(Error::Parse(format!("{key} was already set")));
+                }
+                let _: i64 = release
+                    .key(&key)
+                    .arg(&token)
+                    .invoke_async(&mut conn)
+                    .await?;
+                latencies.record(began.elapsed());
+            }
+            Ok::<_, Error>((share, latencies))
+        });
+    }
+    collect(set, start).await
+}
+
+async fn collect(mut set: JoinSet<Result<(u64, Latencies)>>, start: Instant) -> Result<Cycles> {
+    let mut cycles = Cycles {
+        count: 0,
+        elapsed: Duration::ZERO,
+        latencies: Latencies::new(),
+    };
+    while let Some(joined) = set.join_next().await {
+        let (count, latencies) =
+            joined.map_err(|e| Error::Stuck(format!("a task ended abnormally: {e}")))??;
+        cycles.count += count;
+        cycles.latencies.merge(&latencies);
+    }
+    cycles.elapsed = start.elapsed();
+    Ok(cycles)
+}
+
+/// Measures, prints and writes `uncontended.{json,md,png}`.
+///
+/// # Errors
+///
+/// As [`measure`], and when the results cannot be written.
+pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
+    println!("== uncontended: lock+unlock on distinct names, relock vs bare round trips");
+    let results = measure(settings).await?;
+    let mut table = Table::new(&[
+        "tasks",
+        "relock cycles/s",
+        "limit cycles/s",
+        "relock / limit",
+        "relock cmds/cycle",
+        "limit cmds/cycle",
+        "relock p50 ms",
+        "limit p50 ms",
+        "relock p99 ms",
+        "limit p99 ms",
+    ]);
+    let mut bars = Vec::new();
+    for row in &results.rows {
+        table.row(vec![
+            row.tasks.to_string(),
+            format!("{:.0}", row.relock.cycles_per_sec),
+            format!("{:.0}", row.limit.cycles_per_sec),
+            format!("{:.2}", row.ratio),
+            format!("{:.1}", row.relock.commands_per_cycle),
+            format!("{:.1}", row.limit.commands_per_cycle),
+            ms(row.relock.cycle_latency.p50_ms),
+            ms(row.limit.cycle_latency.p50_ms),
+            ms(row.relock.cycle_latency.p99_ms),
+            ms(row.limit.cycle_latency.p99_ms),
+        ]);
+        bars.push(Bar {
+            label: format!("relock, {} task(s)", row.tasks),
+            value: row.relock.cycles_per_sec,
+        });
+        bars.push(Bar {
+            label: format!("limit (SET NX PX + release script), {} task(s)", row.tasks),
+            value: row.limit.cycles_per_sec,
+        });
+    }
+    let report = Report {
+        scenario: "uncontended".to_owned(),
+        run: settings.run_info.clone(),
+        results: results.clone(),
+        tables: vec![("Uncontended lock+unlock cycles".to_owned(), table)],
+        notes: vec![
+            "limit: the same number of cycles as relock did, as bare SET NX PX and \
+             compare-and-delete script round trips on one multiplexed connection, like \
+             relock's one command connection"
+                .to_owned(),
+        ],
+    };
+    let chart = Chart {
+        title: "Uncontended lock+unlock cycles per second (higher is better)".to_owned(),
+        unit: "cycles per second".to_owned(),
+        bars,
+    };
+    output.publish(&report, &[chart])?;
+    Ok(results)
+}
