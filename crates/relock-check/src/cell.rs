@@ -1,0 +1,334 @@
+//! One run: a strategy under a fault. Starts the servers (the lock's and the resource's),
+//! spawns the worker processes, carries out the server side of the fault plan, resumes paused
+//! workers, collects every worker's events and checks the history.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use relock_testkit::process::monotonic_nanos;
+use relock_testkit::{RedisServer, ServerOptions};
+
+use crate::error::{CheckError, Result};
+use crate::event::Event;
+use crate::fault::{Fault, FaultPlan, ServerAction};
+use crate::history::{analyse, Measurement};
+use crate::resource::final_counter;
+use crate::rng::Rng;
+use crate::strategy::Strategy;
+use crate::worker::WorkerArgs;
+
+/// How long workers get to start and connect before the common start time.
+const STARTUP: Duration = Duration::from_millis(1500);
+/// Extra time, past every bound a worker could legitimately need, before the checker kills it.
+const STRAGGLER_GRACE: Duration = Duration::from_secs(10);
+/// How long a worker that closed its output gets to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+/// How often the checker looks whether a worker exited.
+const REAP_POLL: Duration = Duration::from_millis(5);
+
+/// How to run one strategy under one fault.
+#[derive(Clone, Debug)]
+pub struct CellConfig {
+    /// The lock strategy.
+    pub strategy: Strategy,
+    /// The fault.
+    pub fault: Fault,
+    /// How many worker processes contend.
+    pub workers: usize,
+    /// How long workers keep taking the lock.
+    pub duration: Duration,
+    /// The lease (naive locks round it to whole seconds for `EX` and `EXPIRE`).
+    pub lease: Duration,
+    /// The time between a section's read and its write, and between two sections.
+    pub work: Duration,
+    /// How many faults to inject (at most one per worker for faults inside workers).
+    pub faults: usize,
+    /// The seed of the fault plan.
+    pub seed: u64,
+    /// The `relock-check` executable, run as `relock-check worker ...`.
+    pub worker_exe: PathBuf,
+}
+
+impl CellConfig {
+    /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
+    /// few sections, so that a give-up means the lock was not coming back.
+    pub fn acquire_timeout(&self) -> Duration {
+        self.lease * 3
+    }
+
+    /// How long a paused worker stays stopped, and how long a slow section sleeps.
+    pub fn stall(&self) -> Duration {
+        self.lease * 5 / 2
+    }
+}
+
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct CellResult {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The fault.
+    pub fault: Fault,
+    /// The seed of its fault plan.
+    pub seed: u64,
+    /// The checked history.
+    pub measurement: Measurement,
+    /// Workers that ended in a way nobody asked for, with how.
+    pub worker_failures: Vec<String>,
+}
+
+/// Runs one cell and checks its history.
+///
+/// # Errors
+///
+/// When the fault does not apply to the strategy, a worker cannot be spawned or signalled, or
+/// the resource's counter cannot be read at the end.
+///
+/// # Panics
+///
+/// When `redis-server` cannot be started (the testkit's servers panic with the server's log).
+pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
+    if !config.fault.applies_to(config.strategy) {
+        return Err(CheckError::Usage(format!(
+            "fault {} does not apply to {}",
+            config.fault, config.strategy
+        )));
+    }
+    let resource = RedisServer::start();
+    let mut lock_servers: Vec<RedisServer> = (0..config.strategy.lock_servers())
+        .map(|_| {
+            let options = if config.fault == Fault::RestartAof {
+                ServerOptions::default().aof_always()
+            } else {
+                ServerOptions::default()
+            };
+            RedisServer::start_with(options)
+        })
+        .collect();
+    let plan = FaultPlan::draw(
+        config.fault,
+        config.workers,
+        config.faults,
+        config.duration,
+        config.lease,
+        &mut Rng::new(config.seed),
+    );
+    let start_ns = monotonic_nanos() + nanos(STARTUP);
+    let start = Instant::now() + STARTUP;
+    let base = WorkerArgs {
+        strategy: config.strategy,
+        fault: config.fault,
+        lock_urls: lock_servers.iter().map(RedisServer::url).collect(),
+        resource_url: resource.url(),
+        name: format!("relock-check:{}:{}", config.strategy, config.fault),
+        lease_ms: millis(config.lease),
+        acquire_timeout_ms: millis(config.acquire_timeout()),
+        work_ms: millis(config.work),
+        start_ns,
+        end_ns: start_ns + nanos(config.duration),
+        fault_at_ns: None,
+    };
+    let mut workers = WorkerSet::spawn(config, &base, &plan)?;
+    let hard_deadline =
+        start + config.duration + config.acquire_timeout() + config.stall() + STRAGGLER_GRACE;
+    let mut actions = plan.server_actions.iter().peekable();
+    let mut server_faults = 0;
+    let mut resumes: Vec<(Instant, usize)> = Vec::new();
+    while workers.open > 0 {
+        let now = Instant::now();
+        if now >= hard_deadline {
+            break;
+        }
+        for &(_, index) in resumes.iter().filter(|(at, _)| *at <= now) {
+            workers.signal(index, Signal::SIGCONT)?;
+        }
+        resumes.retain(|(at, _)| *at > now);
+        while let Some((_, action)) = actions.next_if(|(at, _)| start + *at <= now) {
+            if !matches!(action, ServerAction::Resume(_)) {
+                server_faults += 1;
+            }
+            apply(action, &mut lock_servers);
+        }
+        let next_wake = resumes
+            .iter()
+            .map(|(at, _)| *at)
+            .chain(actions.peek().map(|(at, _)| start + *at))
+            .chain([hard_deadline])
+            .min()
+            .unwrap_or(hard_deadline);
+        if let Some((index, Event::Pause { .. })) =
+            workers.receive(next_wake.saturating_duration_since(now))
+        {
+            resumes.push((Instant::now() + config.stall(), index));
+        }
+    }
+    for (_, index) in resumes {
+        workers.signal(index, Signal::SIGCONT)?;
+    }
+    let failures = workers.finish();
+    let counter = final_counter(&resource.url())?;
+    Ok(CellResult {
+        strategy: config.strategy,
+        fault: config.fault,
+        seed: config.seed,
+        measurement: analyse(&workers.histories, counter, server_faults),
+        worker_failures: failures,
+    })
+}
+
+fn apply(action: &ServerAction, servers: &mut [RedisServer]) {
+    let (ServerAction::Restart(nodes)
+    | ServerAction::Kill(nodes)
+    | ServerAction::Pause(nodes)
+    | ServerAction::Resume(nodes)) = action;
+    for &i in nodes {
+        let Some(server) = servers.get_mut(i) else {
+            continue;
+        };
+        match action {
+            ServerAction::Restart(_) => server.restart(),
+            ServerAction::Kill(_) => server.kill9(),
+            ServerAction::Pause(_) => server.pause(),
+            ServerAction::Resume(_) => server.resume(),
+        }
+    }
+}
+
+/// The worker processes of a run, their output read on one thread each.
+struct WorkerSet {
+    children: Vec<Child>,
+    lines: Receiver<(usize, Option<String>)>,
+    histories: Vec<Vec<Event>>,
+    garbled: Vec<String>,
+    open: usize,
+}
+
+impl WorkerSet {
+    fn spawn(config: &CellConfig, base: &WorkerArgs, plan: &FaultPlan) -> Result<WorkerSet> {
+        let (sender, lines) = mpsc::channel();
+        let mut set = WorkerSet {
+            children: Vec::with_capacity(config.workers),
+            lines,
+            histories: vec![Vec::new(); config.workers],
+            garbled: Vec::new(),
+            open: 0,
+        };
+        for index in 0..config.workers {
+            let mut args = base.clone();
+            args.fault_at_ns = plan
+                .worker_faults
+                .get(index)
+                .copied()
+                .flatten()
+                .map(|at| base.start_ns + nanos(at));
+            let mut child = Command::new(&config.worker_exe)
+                .args(args.to_args())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()?;
+            let stdout = child.stdout.take();
+            // Owned by the set before anything else can fail, so that `finish` or Drop reaps it.
+            set.children.push(child);
+            let Some(stdout) = stdout else {
+                return Err(CheckError::Worker("stdout not piped".into()));
+            };
+            set.open += 1;
+            let sender = sender.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send((index, Some(line))).is_err() {
+                        return;
+                    }
+                }
+                let _ = sender.send((index, None));
+            });
+        }
+        Ok(set)
+    }
+
+    /// Records the next line (or closed output) within `wait`, and returns it if it was an
+    /// event.
+    fn receive(&mut self, wait: Duration) -> Option<(usize, Event)> {
+        match self.lines.recv_timeout(wait) {
+            Ok((index, Some(line))) => match Event::parse(&line) {
+                Ok(event) => {
+                    self.histories.get_mut(index)?.push(event.clone());
+                    Some((index, event))
+                }
+                Err(e) => {
+                    self.garbled.push(format!("worker {index}: {e}: {line}"));
+                    None
+                }
+            },
+            Ok((_, None)) => {
+                self.open = self.open.saturating_sub(1);
+                None
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    fn signal(&self, index: usize, signal: Signal) -> Result<()> {
+        if let Some(child) = self.children.get(index) {
+            let pid = i32::try_from(child.id())
+                .map_err(|_| CheckError::Worker("pid out of range".into()))?;
+            kill(Pid::from_raw(pid), signal)?;
+        }
+        Ok(())
+    }
+
+    /// Kills the stragglers and reaps everyone; returns each worker that ended in a way nobody
+    /// asked for (a worker killing itself as planned is fine).
+    fn finish(&mut self) -> Vec<String> {
+        let mut failures = std::mem::take(&mut self.garbled);
+        let deadline = Instant::now() + EXIT_GRACE;
+        for (index, child) in self.children.iter_mut().enumerate() {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                thread::sleep(REAP_POLL);
+            }
+            if matches!(child.try_wait(), Ok(None)) {
+                failures.push(format!("worker {index} still ran at the deadline"));
+                let _ = child.kill();
+            }
+            let crashed = self
+                .histories
+                .get(index)
+                .is_some_and(|h| h.iter().any(|e| matches!(e, Event::Crash { .. })));
+            match child.wait() {
+                Ok(status) if status.success() => {}
+                Ok(status) if crashed && status.signal() == Some(Signal::SIGKILL as i32) => {}
+                Ok(status) => failures.push(format!("worker {index} ended with {status}")),
+                Err(e) => failures.push(format!("worker {index} cannot be reaped: {e}")),
+            }
+        }
+        failures
+    }
+}
+
+impl Drop for WorkerSet {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
