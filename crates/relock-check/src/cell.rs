@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use relock_testkit::process::monotonic_nanos;
-use relock_testkit::{RedisServer, ServerOptions};
+use relock_testkit::{RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
 use crate::event::Event;
@@ -21,7 +21,7 @@ use crate::fault::{Fault, FaultPlan, ServerAction};
 use crate::history::{analyse, Measurement};
 use crate::resource::final_counter;
 use crate::rng::Rng;
-use crate::strategy::Strategy;
+use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
 use crate::worker::WorkerArgs;
 
 /// How long workers get to start and connect before the common start time.
@@ -44,7 +44,8 @@ pub struct CellConfig {
     pub workers: usize,
     /// How long workers keep taking the lock.
     pub duration: Duration,
-    /// The lease (naive locks round it to whole seconds for `EX` and `EXPIRE`).
+    /// The lease (naive locks round it to whole seconds for `EX` and `EXPIRE`; Sentinel
+    /// deployments use at least [`SENTINEL_LEASE`]).
     pub lease: Duration,
     /// The time between a section's read and its write, and between two sections.
     pub work: Duration,
@@ -56,16 +57,30 @@ pub struct CellConfig {
     pub worker_exe: PathBuf,
 }
 
+/// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
+/// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
+/// outlive a failover at all.
+pub const SENTINEL_LEASE: Duration = Duration::from_secs(5);
+
 impl CellConfig {
+    /// The lease the run uses.
+    pub fn lease(&self) -> Duration {
+        if self.strategy.deployment() == Deployment::Sentinel {
+            self.lease.max(SENTINEL_LEASE)
+        } else {
+            self.lease
+        }
+    }
+
     /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
     /// few sections, so that a give-up means the lock was not coming back.
     pub fn acquire_timeout(&self) -> Duration {
-        self.lease * 3
+        self.lease() * 3
     }
 
     /// How long a paused worker stays stopped, and how long a slow section sleeps.
     pub fn stall(&self) -> Duration {
-        self.lease * 5 / 2
+        self.lease() * 5 / 2
     }
 }
 
@@ -102,22 +117,13 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         )));
     }
     let resource = RedisServer::start();
-    let mut lock_servers: Vec<RedisServer> = (0..config.strategy.lock_servers())
-        .map(|_| {
-            let options = if config.fault == Fault::RestartAof {
-                ServerOptions::default().aof_always()
-            } else {
-                ServerOptions::default()
-            };
-            RedisServer::start_with(options)
-        })
-        .collect();
+    let mut lock_servers = LockServers::start(config.strategy, config.fault);
     let plan = FaultPlan::draw(
         config.fault,
         config.workers,
         config.faults,
         config.duration,
-        config.lease,
+        config.lease(),
         &mut Rng::new(config.seed),
     );
     let start_ns = monotonic_nanos() + nanos(STARTUP);
@@ -125,10 +131,11 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
     let base = WorkerArgs {
         strategy: config.strategy,
         fault: config.fault,
-        lock_urls: lock_servers.iter().map(RedisServer::url).collect(),
+        lock_urls: lock_servers.urls(),
+        service: lock_servers.service(),
         resource_url: resource.url(),
         name: format!("relock-check:{}:{}", config.strategy, config.fault),
-        lease_ms: millis(config.lease),
+        lease_ms: millis(config.lease()),
         acquire_timeout_ms: millis(config.acquire_timeout()),
         work_ms: millis(config.work),
         start_ns,
@@ -151,10 +158,10 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         }
         resumes.retain(|(at, _)| *at > now);
         while let Some((_, action)) = actions.next_if(|(at, _)| start + *at <= now) {
-            if !matches!(action, ServerAction::Resume(_)) {
+            if action.is_fault() {
                 server_faults += 1;
             }
-            apply(action, &mut lock_servers);
+            lock_servers.apply(action);
         }
         let next_wake = resumes
             .iter()
@@ -183,20 +190,78 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
     })
 }
 
-fn apply(action: &ServerAction, servers: &mut [RedisServer]) {
-    let (ServerAction::Restart(nodes)
-    | ServerAction::Kill(nodes)
-    | ServerAction::Pause(nodes)
-    | ServerAction::Resume(nodes)) = action;
-    for &i in nodes {
-        let Some(server) = servers.get_mut(i) else {
-            continue;
+/// The lock's servers of a run.
+enum LockServers {
+    /// One server, or RedLock's independent masters.
+    Masters(Vec<RedisServer>),
+    /// A Sentinel deployment.
+    Sentinel(Box<SentinelGroup>),
+}
+
+impl LockServers {
+    fn start(strategy: Strategy, fault: Fault) -> LockServers {
+        let options = if fault == Fault::RestartAof {
+            ServerOptions::default().aof_always()
+        } else {
+            ServerOptions::default()
         };
-        match action {
-            ServerAction::Restart(_) => server.restart(),
-            ServerAction::Kill(_) => server.kill9(),
-            ServerAction::Pause(_) => server.pause(),
-            ServerAction::Resume(_) => server.resume(),
+        match strategy.deployment() {
+            Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
+            Deployment::Redlock => LockServers::Masters(
+                (0..REDLOCK_MASTERS)
+                    .map(|_| RedisServer::start_with(options.clone()))
+                    .collect(),
+            ),
+            Deployment::Sentinel => LockServers::Sentinel(Box::new(SentinelGroup::start())),
+        }
+    }
+
+    /// What workers connect to: the masters, or the sentinels.
+    fn urls(&self) -> Vec<String> {
+        match self {
+            LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
+            LockServers::Sentinel(group) => group.sentinel_urls(),
+        }
+    }
+
+    fn service(&self) -> Option<String> {
+        match self {
+            LockServers::Masters(_) => None,
+            LockServers::Sentinel(group) => Some(group.service_name().to_owned()),
+        }
+    }
+
+    fn apply(&mut self, action: &ServerAction) {
+        match (self, action) {
+            (LockServers::Masters(servers), ServerAction::Restart(nodes))
+            | (LockServers::Masters(servers), ServerAction::Kill(nodes))
+            | (LockServers::Masters(servers), ServerAction::Pause(nodes))
+            | (LockServers::Masters(servers), ServerAction::Resume(nodes)) => {
+                for &i in nodes {
+                    let Some(server) = servers.get_mut(i) else {
+                        continue;
+                    };
+                    match action {
+                        ServerAction::Restart(_) => server.restart(),
+                        ServerAction::Kill(_) => server.kill9(),
+                        ServerAction::Pause(_) => server.pause(),
+                        _ => server.resume(),
+                    }
+                }
+            }
+            // The plan stops the replica and kills the master before any failover, so the
+            // nodes still have their first roles; no round trip to the sentinels delays them.
+            (LockServers::Sentinel(group), ServerAction::PauseReplica) => {
+                group.node(1).pause();
+                // A stopped process still receives what the kernel buffers for it: drop the
+                // link on the master too, so that nothing granted from now on reaches the
+                // replica (it cannot reconnect while stopped).
+                group.node(0).client_kill(&["TYPE", "replica"]);
+            }
+            (LockServers::Sentinel(group), ServerAction::ResumeReplica) => group.node(1).resume(),
+            (LockServers::Sentinel(group), ServerAction::KillMaster) => group.node_mut(0).kill9(),
+            // An action for another deployment: the plan never draws one.
+            _ => {}
         }
     }
 }

@@ -20,6 +20,9 @@ pub enum Claim {
     Fenced,
     /// relock's documentation does not claim safety here; measured for the record.
     NotClaimed,
+    /// relock's documentation warns that this loses locks (a failover to a replica that never
+    /// received the grant): the checker must see two holders.
+    DocumentedLoss,
     /// The seeds show this naive lock letting two holders in here.
     SeedsOverlap,
     /// The seeds show this naive lock never coming back after its holder died here.
@@ -31,6 +34,12 @@ pub enum Claim {
 impl Claim {
     /// The expectation for `strategy` under `fault`.
     pub fn of(strategy: Strategy, fault: Fault) -> Claim {
+        match (strategy, fault) {
+            (Strategy::RelockSentinel, Fault::Failover) => return Claim::DocumentedLoss,
+            // One replica, and every grant waits for it: the promoted replica has every grant.
+            (Strategy::RelockSentinelWait, Fault::Failover) => return Claim::Exclusive,
+            _ => {}
+        }
         if strategy.is_relock() {
             return match fault {
                 Fault::None
@@ -67,7 +76,7 @@ impl Claim {
                 Some(m.overlaps == 0 && clean_resource && m.entered_after_crash != Some(0))
             }
             Claim::Fenced => Some(clean_resource),
-            Claim::SeedsOverlap => Some(m.overlaps > 0),
+            Claim::SeedsOverlap | Claim::DocumentedLoss => Some(m.overlaps > 0),
             Claim::SeedsDeadlock => Some(m.entered_after_crash == Some(0) && m.gave_up > 0),
             Claim::NotClaimed | Claim::Measured => None,
         }
@@ -79,6 +88,7 @@ impl Claim {
             Claim::Exclusive => "exclusive",
             Claim::Fenced => "fenced",
             Claim::NotClaimed => "not claimed",
+            Claim::DocumentedLoss => "docs: loses locks",
             Claim::SeedsOverlap => "seeds: overlaps",
             Claim::SeedsDeadlock => "seeds: deadlock",
             Claim::Measured => "-",

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use crate::rng::Rng;
-use crate::strategy::Strategy;
+use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
 
 /// A fault injected into a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
@@ -33,11 +33,17 @@ pub enum Fault {
     MinorityPause,
     /// RedLock: two of the five masters are killed and restarted at once, without persistence.
     MinorityRestart,
+    /// Sentinel: the replica stops for 300 ms and its link is dropped (replication is
+    /// asynchronous, so the grants made meanwhile exist on the master only), the master is
+    /// killed 200 ms into that, and the sentinels promote the replica. The first section each worker enters from the replica's
+    /// stop on lasts 80% of the lease, so that a holder whose grant the failover lost is still
+    /// inside, within its lease, when the new master grants the lock again.
+    Failover,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -47,6 +53,7 @@ impl Fault {
         Fault::MinorityKill,
         Fault::MinorityPause,
         Fault::MinorityRestart,
+        Fault::Failover,
     ];
 
     /// The name used on the command line and in tables.
@@ -61,6 +68,7 @@ impl Fault {
             Fault::MinorityKill => "minority-kill",
             Fault::MinorityPause => "minority-pause",
             Fault::MinorityRestart => "minority-restart",
+            Fault::Failover => "failover",
         }
     }
 
@@ -70,14 +78,18 @@ impl Fault {
     }
 
     /// Whether the fault makes sense for `strategy`: the minority faults need several masters,
-    /// and a single server's restart has the minority restart as its RedLock counterpart.
+    /// a single server's restart has the minority restart as its RedLock counterpart, and a
+    /// Sentinel deployment is there for its failover.
     pub fn applies_to(self, strategy: Strategy) -> bool {
-        match self {
-            Fault::None | Fault::Kill | Fault::Pause | Fault::Slow => true,
-            Fault::Restart | Fault::RestartAof => !strategy.is_redlock(),
-            Fault::MinorityKill | Fault::MinorityPause | Fault::MinorityRestart => {
-                strategy.is_redlock()
-            }
+        match (strategy.deployment(), self) {
+            (_, Fault::None) => true,
+            (Deployment::Sentinel, fault) => fault == Fault::Failover,
+            (_, Fault::Kill | Fault::Pause | Fault::Slow) => true,
+            (Deployment::Single, fault) => matches!(fault, Fault::Restart | Fault::RestartAof),
+            (Deployment::Redlock, fault) => matches!(
+                fault,
+                Fault::MinorityKill | Fault::MinorityPause | Fault::MinorityRestart
+            ),
         }
     }
 }
@@ -87,6 +99,16 @@ impl fmt::Display for Fault {
         f.write_str(self.name())
     }
 }
+
+/// How long the replica stays stopped in a failover: shorter than the sentinels' 500 ms
+/// down-after, so that they still promote it.
+pub const REPLICA_LAG: Duration = Duration::from_millis(300);
+
+/// How long workers stand back from the lock around the replica's stop in a failover: the lock
+/// is then free, and known free by the replica, when the replica stops (a release the replica
+/// missed would leave it a lock nobody holds, blocking everyone past the failover); the first
+/// grant after the quiet is one the replica never receives.
+pub const FAILOVER_QUIET: Duration = Duration::from_millis(300);
 
 /// What the checker does to the lock's servers at a point of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +121,26 @@ pub enum ServerAction {
     Pause(Vec<usize>),
     /// Resume these servers with SIGCONT.
     Resume(Vec<usize>),
+    /// Sentinel: stop the replica with SIGSTOP and drop its link on the master, so that the
+    /// master's writes from then on reach it no more.
+    PauseReplica,
+    /// Sentinel: resume the replica stopped by [`ServerAction::PauseReplica`].
+    ResumeReplica,
+    /// Sentinel: kill the current master for good.
+    KillMaster,
+}
+
+impl ServerAction {
+    /// Whether this action is a fault by itself, rather than the end or the set-up of one.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            ServerAction::Restart(_)
+                | ServerAction::Kill(_)
+                | ServerAction::Pause(_)
+                | ServerAction::KillMaster
+        )
+    }
 }
 
 /// Where the faults of one run land, drawn from the run's seed.
@@ -152,7 +194,7 @@ impl FaultPlan {
                 }
             }
             Fault::MinorityKill | Fault::MinorityRestart | Fault::MinorityPause => {
-                let nodes = rng.distinct(2, Strategy::RelockRedlockFenced.lock_servers());
+                let nodes = rng.distinct(2, REDLOCK_MASTERS);
                 let when = at(rng, 0.2, 0.4);
                 let action = match fault {
                     Fault::MinorityKill => ServerAction::Kill(nodes.clone()),
@@ -166,18 +208,28 @@ impl FaultPlan {
                         .push((resume, ServerAction::Resume(nodes)));
                 }
             }
+            Fault::Failover => {
+                let when = at(rng, 0.15, 0.25);
+                // Workers stand back from the lock from 200 ms before the replica stops to
+                // 100 ms after (see `FAILOVER_QUIET`), then hold long.
+                let quiet_from = when.saturating_sub(FAILOVER_QUIET * 2 / 3);
+                plan.worker_faults = vec![Some(quiet_from); workers];
+                plan.server_actions.extend([
+                    (when, ServerAction::PauseReplica),
+                    (when + REPLICA_LAG / 3 * 2, ServerAction::KillMaster),
+                    (when + REPLICA_LAG, ServerAction::ResumeReplica),
+                ]);
+            }
         }
         plan
     }
 
-    /// How many faults the plan injects.
-    pub fn planned(&self) -> usize {
-        self.worker_faults.iter().flatten().count()
-            + self
-                .server_actions
-                .iter()
-                .filter(|(_, a)| !matches!(a, ServerAction::Resume(_)))
-                .count()
+    /// How many faults the plan injects on the servers.
+    pub fn server_faults(&self) -> usize {
+        self.server_actions
+            .iter()
+            .filter(|(_, a)| a.is_fault())
+            .count()
     }
 }
 
@@ -199,7 +251,8 @@ mod tests {
         };
         assert_eq!(draw(3), draw(3));
         let plan = draw(3);
-        assert_eq!(plan.planned(), 2);
+        assert_eq!(plan.worker_faults.iter().flatten().count(), 2);
+        assert_eq!(plan.server_faults(), 0);
         assert!(plan
             .worker_faults
             .iter()

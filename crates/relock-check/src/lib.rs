@@ -10,12 +10,14 @@
 //! accepted** (writes that landed after a later holder had read) and acquire availability.
 //!
 //! The strategies ([`strategy::Strategy`]) are the seeds' naive locks, issuing exactly the
-//! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`
-//! and RedLock over 5 masters. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a
-//! holder paused (SIGSTOP) longer than its lease, a section slower than the lease, the lock's
-//! Redis restarted without and with `appendfsync always`, and for RedLock a minority of masters
-//! killed, paused or restarted. Their schedule is drawn from a printed, settable seed
-//! ([`fault::FaultPlan`]) and bounded in count and time.
+//! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`,
+//! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
+//! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
+//! (SIGSTOP) longer than its lease, a section slower than the lease, the lock's Redis restarted
+//! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
+//! restarted, and for Sentinel a failover to a replica that missed the latest grant. Their
+//! schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in count
+//! and time.
 //!
 //! ```text
 //! relock-check full  [--seed N] [--workers 4] [--duration 6000] [--lease 1000] [--out FILE]

@@ -9,12 +9,14 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use relock::{
     Client, ClientOptions, FairMutex, FairMutexGuard, Lease, Mutex, MutexGuard, MutexOptions,
+    SentinelOptions,
 };
 use relock_testkit::process::monotonic_nanos;
 
 use crate::error::{CheckError, Result};
 use crate::event::{Event, EventLog};
-use crate::strategy::Strategy;
+use crate::strategy::{Deployment, Strategy};
+use crate::worker::WorkerArgs;
 
 /// How long a naive waiter sleeps between two tries (seed 000: `Thread.sleep(100)`).
 const NAIVE_POLL: Duration = Duration::from_millis(100);
@@ -22,6 +24,8 @@ const NAIVE_POLL: Duration = Duration::from_millis(100);
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 /// How long a RedLock client waits for each master: short, so that a paused master costs little.
 const REDLOCK_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// How long a grant waits for the replica's acknowledgement, with `wait_for_replicas`.
+const REPLICA_ACK_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How an acquire attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,28 +49,20 @@ pub enum Locker {
 }
 
 impl Locker {
-    /// Connects to the lock's servers at `urls` for the lock `name` with leases of `lease`.
+    /// Connects to the lock's servers that `args` name, for leases of `lease`.
     ///
     /// # Errors
     ///
     /// When a URL is malformed, the lock's Redis cannot be reached, or relock refuses the name
     /// or an option.
-    pub async fn connect(
-        strategy: Strategy,
-        urls: &[String],
-        name: &str,
-        lease: Duration,
-    ) -> Result<Locker> {
-        if strategy.is_relock() {
+    pub async fn connect(args: &WorkerArgs, lease: Duration) -> Result<Locker> {
+        if args.strategy.is_relock() {
             Ok(Locker::Relock(Box::new(
-                RelockLock::connect(strategy, urls, name, lease).await?,
+                RelockLock::connect(args, lease).await?,
             )))
         } else {
-            let url = urls
-                .first()
-                .ok_or_else(|| CheckError::Usage("no lock server".into()))?;
             Ok(Locker::Naive(Box::new(
-                NaiveLock::connect(strategy, url, name, lease).await?,
+                NaiveLock::connect(args.strategy, first_url(args)?, &args.name, lease).await?,
             )))
         }
     }
@@ -97,6 +93,13 @@ impl Locker {
             Locker::Relock(lock) => lock.release().await,
         }
     }
+}
+
+fn first_url(args: &WorkerArgs) -> Result<&str> {
+    args.lock_urls
+        .first()
+        .map(String::as_str)
+        .ok_or_else(|| CheckError::Usage("no lock server".into()))
 }
 
 /// Reports the crash and kills this process with SIGKILL: no destructor, no release.
@@ -328,21 +331,35 @@ enum RelockGuard {
 }
 
 impl RelockLock {
-    async fn connect(
-        strategy: Strategy,
-        urls: &[String],
-        name: &str,
-        lease: Duration,
-    ) -> Result<Self> {
-        let client = if strategy.is_redlock() {
-            let options = ClientOptions::default().node_timeout(REDLOCK_NODE_TIMEOUT);
-            Client::connect_redlock_with_options(urls.iter().map(String::as_str), options).await?
-        } else {
-            let url = urls
-                .first()
-                .ok_or_else(|| CheckError::Usage("no lock server".into()))?;
-            Client::connect(url.as_str()).await?
+    async fn connect(args: &WorkerArgs, lease: Duration) -> Result<Self> {
+        let strategy = args.strategy;
+        let urls = args.lock_urls.iter().map(String::as_str);
+        let client = match strategy.deployment() {
+            Deployment::Redlock => {
+                let options = ClientOptions::default().node_timeout(REDLOCK_NODE_TIMEOUT);
+                Client::connect_redlock_with_options(urls, options).await?
+            }
+            Deployment::Sentinel => {
+                let service = args
+                    .service
+                    .as_deref()
+                    .ok_or_else(|| CheckError::Usage("sentinels without a service".into()))?;
+                let options = if strategy == Strategy::RelockSentinelWait {
+                    ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
+                } else {
+                    ClientOptions::default()
+                };
+                Client::connect_sentinel_with_options(
+                    urls,
+                    service,
+                    SentinelOptions::default(),
+                    options,
+                )
+                .await?
+            }
+            Deployment::Single => Client::connect(first_url(args)?).await?,
         };
+        let name = args.name.as_str();
         let options = MutexOptions::default().lease(Lease::Renewed(lease));
         let lock = match strategy {
             Strategy::RelockFairFenced => {

@@ -81,6 +81,8 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockMutexFenced, Fault::Pause),
         (Strategy::RelockFairFenced, Fault::Pause),
         (Strategy::RelockRedlockFenced, Fault::MinorityPause),
+        (Strategy::RelockSentinel, Fault::Failover),
+        (Strategy::RelockSentinelWait, Fault::Failover),
     ]
 }
 
@@ -121,15 +123,17 @@ impl Verdict {
         matches!(self, Verdict::Holds | Verdict::Unchecked)
     }
 
-    fn label(&self, strategy: Strategy) -> String {
-        match (self, strategy.is_relock()) {
-            (Verdict::Holds, true) => "holds".into(),
-            (Verdict::Holds, false) => "fails, as the seeds say".into(),
-            (Verdict::Broken, true) => "**VIOLATED**".into(),
-            (Verdict::Broken, false) => "**not caught**".into(),
-            (Verdict::Unchecked, _) => "-".into(),
-            (Verdict::FaultMissed, _) => "**fault missed**".into(),
-            (Verdict::WorkerFailed(why), _) => format!("**worker failed**: {why}"),
+    fn label(&self, claim: Claim) -> String {
+        let relock_claim = matches!(claim, Claim::Exclusive | Claim::Fenced);
+        match self {
+            Verdict::Holds if relock_claim => "holds".into(),
+            Verdict::Holds if claim == Claim::DocumentedLoss => "loses, as documented".into(),
+            Verdict::Holds => "fails, as the seeds say".into(),
+            Verdict::Broken if relock_claim => "**VIOLATED**".into(),
+            Verdict::Broken => "**not caught**".into(),
+            Verdict::Unchecked => "-".into(),
+            Verdict::FaultMissed => "**fault missed**".into(),
+            Verdict::WorkerFailed(why) => format!("**worker failed**: {why}"),
         }
     }
 }
@@ -181,7 +185,7 @@ fn row(result: &CellResult) -> String {
         m.entered_after_crash
             .map_or_else(|| "-".to_owned(), |n| n.to_string()),
         Claim::of(result.strategy, result.fault),
-        Verdict::of(result).label(result.strategy),
+        Verdict::of(result).label(Claim::of(result.strategy, result.fault)),
     );
     line
 }

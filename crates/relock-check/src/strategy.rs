@@ -30,11 +30,31 @@ pub enum Strategy {
     RelockFairFenced,
     /// relock's `Mutex` on RedLock over 5 independent masters, fenced.
     RelockRedlockFenced,
+    /// relock's `Mutex` through Redis Sentinel (a master, one replica, three sentinels),
+    /// unfenced, on asynchronous replication.
+    RelockSentinel,
+    /// The same, with `ClientOptions::wait_for_replicas(1, 100 ms)`: each grant waits for the
+    /// replica's acknowledgement (`WAIT`).
+    RelockSentinelWait,
 }
+
+/// Where a strategy's lock lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deployment {
+    /// One Redis server.
+    Single,
+    /// Five independent masters (RedLock).
+    Redlock,
+    /// A master, a replica and three sentinels.
+    Sentinel,
+}
+
+/// How many masters a RedLock strategy uses.
+pub const REDLOCK_MASTERS: usize = 5;
 
 impl Strategy {
     /// Every strategy, naive ones first.
-    pub const ALL: [Strategy; 9] = [
+    pub const ALL: [Strategy; 11] = [
         Strategy::ExistsThenSet,
         Strategy::SetnxExpire,
         Strategy::SetnxGetset,
@@ -44,6 +64,8 @@ impl Strategy {
         Strategy::RelockMutexFenced,
         Strategy::RelockFairFenced,
         Strategy::RelockRedlockFenced,
+        Strategy::RelockSentinel,
+        Strategy::RelockSentinelWait,
     ];
 
     /// The name used on the command line and in tables.
@@ -58,6 +80,8 @@ impl Strategy {
             Strategy::RelockMutexFenced => "relock-mutex-fenced",
             Strategy::RelockFairFenced => "relock-fair-fenced",
             Strategy::RelockRedlockFenced => "relock-redlock-fenced",
+            Strategy::RelockSentinel => "relock-sentinel",
+            Strategy::RelockSentinelWait => "relock-sentinel-wait",
         }
     }
 
@@ -69,6 +93,8 @@ impl Strategy {
                 | Strategy::RelockMutexFenced
                 | Strategy::RelockFairFenced
                 | Strategy::RelockRedlockFenced
+                | Strategy::RelockSentinel
+                | Strategy::RelockSentinelWait
         )
     }
 
@@ -82,17 +108,12 @@ impl Strategy {
         )
     }
 
-    /// Whether the lock lives on several independent masters (RedLock).
-    pub fn is_redlock(self) -> bool {
-        self == Strategy::RelockRedlockFenced
-    }
-
-    /// How many lock servers the strategy needs.
-    pub fn lock_servers(self) -> usize {
-        if self.is_redlock() {
-            5
-        } else {
-            1
+    /// Where the lock lives.
+    pub fn deployment(self) -> Deployment {
+        match self {
+            Strategy::RelockRedlockFenced => Deployment::Redlock,
+            Strategy::RelockSentinel | Strategy::RelockSentinelWait => Deployment::Sentinel,
+            _ => Deployment::Single,
         }
     }
 }

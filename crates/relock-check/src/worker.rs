@@ -12,7 +12,7 @@ use relock_testkit::process::monotonic_nanos;
 
 use crate::error::Result;
 use crate::event::{Event, EventLog};
-use crate::fault::Fault;
+use crate::fault::{Fault, FAILOVER_QUIET};
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
 use crate::strategy::Strategy;
@@ -32,6 +32,9 @@ pub struct WorkerArgs {
     /// The protected resource's server.
     #[arg(long)]
     pub resource_url: String,
+    /// The service the sentinels monitor, when `lock_urls` are sentinels.
+    #[arg(long)]
+    pub service: Option<String>,
     /// The lock's name.
     #[arg(long)]
     pub name: String,
@@ -73,6 +76,9 @@ impl WorkerArgs {
             format!("--start-ns={}", self.start_ns),
             format!("--end-ns={}", self.end_ns),
         ];
+        if let Some(service) = &self.service {
+            args.push(format!("--service={service}"));
+        }
         if let Some(at) = self.fault_at_ns {
             args.push(format!("--fault-at-ns={at}"));
         }
@@ -104,8 +110,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
 async fn work(args: &WorkerArgs) -> Result<()> {
     let mut log = EventLog;
     let mut resource = Resource::connect(&args.resource_url).await?;
-    let mut locker =
-        Locker::connect(args.strategy, &args.lock_urls, &args.name, args.lease()).await?;
+    let mut locker = Locker::connect(args, args.lease()).await?;
     sleep_until(args.start_ns).await;
     let timeout = Duration::from_millis(args.acquire_timeout_ms);
     let mut fault_due = args.fault_at_ns;
@@ -113,6 +118,9 @@ async fn work(args: &WorkerArgs) -> Result<()> {
         let fault = fault_due
             .filter(|&due| monotonic_nanos() >= due)
             .map(|_| args.fault);
+        if let (Some(Fault::Failover), Some(quiet_from)) = (fault, fault_due) {
+            sleep_until(quiet_from + nanos(FAILOVER_QUIET)).await;
+        }
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
         let fence = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
@@ -174,6 +182,9 @@ async fn critical_section(
             })?;
             tokio::time::sleep(args.lease() * 5 / 2).await;
         }
+        // Part of the failover's scenario rather than a fault of its own: a holder that stays
+        // inside, within its lease, while the deployment changes master.
+        Some(Fault::Failover) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
     tokio::time::sleep(args.work()).await;
@@ -185,6 +196,10 @@ async fn critical_section(
         accepted,
     })?;
     Ok(())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 async fn sleep_until(monotonic: u64) {
