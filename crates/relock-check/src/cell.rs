@@ -3,6 +3,7 @@
 //! workers, collects every worker's events and checks the history.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,6 +20,7 @@ use crate::error::{CheckError, Result};
 use crate::event::Event;
 use crate::fault::{Fault, FaultPlan, ServerAction};
 use crate::history::{analyse, Measurement};
+use crate::proxy::Proxy;
 use crate::resource::final_counter;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
@@ -142,42 +144,56 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         end_ns: start_ns + nanos(config.duration),
         fault_at_ns: None,
     };
-    let mut workers = WorkerSet::spawn(config, &base, &plan)?;
+    // Only partitions need a proxy in the way: elsewhere workers talk to the servers directly.
+    let links = if config.fault == Fault::Partition {
+        lock_servers.proxies(config.workers)?
+    } else {
+        Vec::new()
+    };
+    let mut workers = WorkerSet::spawn(config, &base, &plan, &links)?;
     let hard_deadline =
         start + config.duration + config.acquire_timeout() + config.stall() + STRAGGLER_GRACE;
     let mut actions = plan.server_actions.iter().peekable();
     let mut server_faults = 0;
-    let mut resumes: Vec<(Instant, usize)> = Vec::new();
+    // Workers to resume or reconnect, and when.
+    let mut heals: Vec<(Instant, usize)> = Vec::new();
     while workers.open > 0 {
         let now = Instant::now();
         if now >= hard_deadline {
             break;
         }
-        for &(_, index) in resumes.iter().filter(|(at, _)| *at <= now) {
-            workers.signal(index, Signal::SIGCONT)?;
+        for &(_, index) in heals.iter().filter(|(at, _)| *at <= now) {
+            heal(&workers, &links, index)?;
         }
-        resumes.retain(|(at, _)| *at > now);
+        heals.retain(|(at, _)| *at > now);
         while let Some((_, action)) = actions.next_if(|(at, _)| start + *at <= now) {
             if action.is_fault() {
                 server_faults += 1;
             }
             lock_servers.apply(action);
         }
-        let next_wake = resumes
+        let next_wake = heals
             .iter()
             .map(|(at, _)| *at)
             .chain(actions.peek().map(|(at, _)| start + *at))
             .chain([hard_deadline])
             .min()
             .unwrap_or(hard_deadline);
-        if let Some((index, Event::Pause { .. })) =
-            workers.receive(next_wake.saturating_duration_since(now))
-        {
-            resumes.push((Instant::now() + config.stall(), index));
+        match workers.receive(next_wake.saturating_duration_since(now)) {
+            Some((index, Event::Pause { .. })) => {
+                heals.push((Instant::now() + config.stall(), index));
+            }
+            Some((index, Event::Cut { .. })) => {
+                for link in links.get(index).into_iter().flatten() {
+                    link.set_cut(true);
+                }
+                heals.push((Instant::now() + config.stall(), index));
+            }
+            _ => {}
         }
     }
-    for (_, index) in resumes {
-        workers.signal(index, Signal::SIGCONT)?;
+    for (_, index) in heals {
+        heal(&workers, &links, index)?;
     }
     let failures = workers.finish();
     let counter = final_counter(&resource.url())?;
@@ -188,6 +204,14 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         measurement: analyse(&workers.histories, counter, server_faults),
         worker_failures: failures,
     })
+}
+
+/// Ends what was done to worker `index`: resumes it, and heals its links.
+fn heal(workers: &WorkerSet, links: &[Vec<Proxy>], index: usize) -> Result<()> {
+    for link in links.get(index).into_iter().flatten() {
+        link.set_cut(false);
+    }
+    workers.signal(index, Signal::SIGCONT)
 }
 
 /// The lock's servers of a run.
@@ -222,6 +246,23 @@ impl LockServers {
             LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
             LockServers::Sentinel(group) => group.sentinel_urls(),
         }
+    }
+
+    /// For each of `workers` workers, a proxy to each master, which can cut that worker off.
+    fn proxies(&self, workers: usize) -> Result<Vec<Vec<Proxy>>> {
+        let LockServers::Masters(servers) = self else {
+            return Err(CheckError::Usage(
+                "partitions cut workers off masters".into(),
+            ));
+        };
+        (0..workers)
+            .map(|_| {
+                servers
+                    .iter()
+                    .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))))
+                    .collect()
+            })
+            .collect()
     }
 
     fn service(&self) -> Option<String> {
@@ -276,7 +317,14 @@ struct WorkerSet {
 }
 
 impl WorkerSet {
-    fn spawn(config: &CellConfig, base: &WorkerArgs, plan: &FaultPlan) -> Result<WorkerSet> {
+    /// Spawns the workers; with `links`, worker `i` reaches the lock's servers through
+    /// `links[i]`.
+    fn spawn(
+        config: &CellConfig,
+        base: &WorkerArgs,
+        plan: &FaultPlan,
+        links: &[Vec<Proxy>],
+    ) -> Result<WorkerSet> {
         let (sender, lines) = mpsc::channel();
         let mut set = WorkerSet {
             children: Vec::with_capacity(config.workers),
@@ -293,6 +341,9 @@ impl WorkerSet {
                 .copied()
                 .flatten()
                 .map(|at| base.start_ns + nanos(at));
+            if let Some(links) = links.get(index) {
+                args.lock_urls = links.iter().map(Proxy::url).collect();
+            }
             let mut child = Command::new(&config.worker_exe)
                 .args(args.to_args())
                 .stdin(Stdio::null())

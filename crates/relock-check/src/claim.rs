@@ -50,7 +50,9 @@ impl Claim {
                 | Fault::MinorityPause => Claim::Exclusive,
                 // Fences rise across a restart without persistence and across a master change
                 // (they come from the server's clock), so the resource still refuses old holders.
-                Fault::Pause | Fault::Restart | Fault::MinorityRestart if strategy.is_fenced() => {
+                Fault::Pause | Fault::Partition | Fault::Restart | Fault::MinorityRestart
+                    if strategy.is_fenced() =>
+                {
                     Claim::Fenced
                 }
                 _ => Claim::NotClaimed,

@@ -62,6 +62,12 @@ pub enum Event {
         /// When the sleep began.
         t: u64,
     },
+    /// The worker asks to be cut off from the lock's servers now; the checker heals the link
+    /// later.
+    Cut {
+        /// When it asked.
+        t: u64,
+    },
     /// The worker kills itself (SIGKILL) now, holding the lock.
     Crash {
         /// When it died.

@@ -23,6 +23,10 @@ pub enum Fault {
     Pause,
     /// A critical section sleeps longer than the lease between its read and its write.
     Slow,
+    /// A holder is cut off from the lock's servers (by the checker's proxy, which stops
+    /// forwarding in both directions) between its read and its write, for longer than the
+    /// lease; the resource stays reachable.
+    Partition,
     /// The lock's Redis is killed and restarted without persistence while the lock is in use.
     Restart,
     /// The same, with `appendonly yes` and `appendfsync always`.
@@ -43,11 +47,12 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
         Fault::Slow,
+        Fault::Partition,
         Fault::Restart,
         Fault::RestartAof,
         Fault::MinorityKill,
@@ -63,6 +68,7 @@ impl Fault {
             Fault::Kill => "kill",
             Fault::Pause => "pause",
             Fault::Slow => "slow",
+            Fault::Partition => "partition",
             Fault::Restart => "restart",
             Fault::RestartAof => "restart-aof",
             Fault::MinorityKill => "minority-kill",
@@ -74,7 +80,10 @@ impl Fault {
 
     /// Whether a worker injects it into its own critical section.
     pub fn is_in_worker(self) -> bool {
-        matches!(self, Fault::Kill | Fault::Pause | Fault::Slow)
+        matches!(
+            self,
+            Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition
+        )
     }
 
     /// Whether the fault makes sense for `strategy`: the minority faults need several masters,
@@ -84,7 +93,7 @@ impl Fault {
         match (strategy.deployment(), self) {
             (_, Fault::None) => true,
             (Deployment::Sentinel, fault) => fault == Fault::Failover,
-            (_, Fault::Kill | Fault::Pause | Fault::Slow) => true,
+            (_, Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition) => true,
             (Deployment::Single, fault) => matches!(fault, Fault::Restart | Fault::RestartAof),
             (Deployment::Redlock, fault) => matches!(
                 fault,
@@ -176,7 +185,7 @@ impl FaultPlan {
         };
         match fault {
             Fault::None => {}
-            Fault::Kill | Fault::Pause | Fault::Slow => {
+            Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition => {
                 for victim in rng.distinct(count, workers) {
                     // Early enough that the stall (2.5 leases) ends inside the run.
                     plan.worker_faults[victim] = Some(at(rng, 0.1, 0.4));

@@ -110,7 +110,7 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
                     m.gave_up += 1;
                     last_time = *t;
                 }
-                Event::Pause { t } | Event::Slow { t } => {
+                Event::Pause { t } | Event::Slow { t } | Event::Cut { t } => {
                     m.faults += 1;
                     last_time = *t;
                 }

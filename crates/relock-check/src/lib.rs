@@ -13,7 +13,8 @@
 //! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`,
 //! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
 //! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
-//! (SIGSTOP) longer than its lease, a section slower than the lease, the lock's Redis restarted
+//! (SIGSTOP) longer than its lease, a section slower than the lease, a holder cut off from the
+//! lock's servers by a proxy of the checker's own ([`proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
 //! restarted, and for Sentinel a failover to a replica that missed the latest grant. Their
 //! schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in count
@@ -37,6 +38,7 @@ pub mod fault;
 pub mod history;
 pub mod lock;
 pub mod matrix;
+pub mod proxy;
 pub mod resource;
 pub mod rng;
 pub mod strategy;

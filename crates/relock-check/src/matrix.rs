@@ -80,6 +80,7 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockMutex, Fault::RestartAof),
         (Strategy::RelockMutexFenced, Fault::Pause),
         (Strategy::RelockFairFenced, Fault::Pause),
+        (Strategy::RelockMutexFenced, Fault::Partition),
         (Strategy::RelockRedlockFenced, Fault::MinorityPause),
         (Strategy::RelockSentinel, Fault::Failover),
         (Strategy::RelockSentinelWait, Fault::Failover),

@@ -182,6 +182,14 @@ async fn critical_section(
             })?;
             tokio::time::sleep(args.lease() * 5 / 2).await;
         }
+        Some(Fault::Partition) => {
+            log.emit(&Event::Cut {
+                t: monotonic_nanos(),
+            })?;
+            // The checker cuts the link on this line and heals it after 2.5 leases; the
+            // section goes on meanwhile, without renewals.
+            tokio::time::sleep(args.lease() * 5 / 2).await;
+        }
         // Part of the failover's scenario rather than a fault of its own: a holder that stays
         // inside, within its lease, while the deployment changes master.
         Some(Fault::Failover) => tokio::time::sleep(args.lease() * 4 / 5).await,
