@@ -1,0 +1,450 @@
+//! One run: a strategy under a fault. Starts the servers (the lock's and the resource's),
+//! spawns the worker processes, carries out the server side of the fault plan, resumes paused
+//! workers, collects every worker's events and checks the history.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use relock_testkit::process::monotonic_nanos;
+use relock_testkit::{RedisServer, SentinelGroup, ServerOptions};
+
+use crate::error::{CheckError, Result};
+use crate::event::Event;
+use crate::fault::{Fault, FaultPlan, ServerAction};
+use crate::history::{analyse, Measurement};
+use crate::proxy::Proxy;
+use crate::resource::final_counter;
+use crate::rng::Rng;
+use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
+use crate::worker::WorkerArgs;
+
+/// How long workers get to start and connect before the common start time.
+const STARTUP: Duration = Duration::from_millis(1500);
+/// Extra time, past every bound a worker could legitimately need, before the checker kills it.
+const STRAGGLER_GRACE: Duration = Duration::from_secs(10);
+/// How long a worker that closed its output gets to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+/// How often the checker looks whether a worker exited.
+const REAP_POLL: Duration = Duration::from_millis(5);
+
+/// How to run one strategy under one fault.
+#[derive(Clone, Debug)]
+pub struct CellConfig {
+    /// The lock strategy.
+    pub strategy: Strategy,
+    /// The fault.
+    pub fault: Fault,
+    /// How many worker processes contend.
+    pub workers: usize,
+    /// How long workers keep taking the lock.
+    pub duration: Duration,
+    /// The lease (naive locks round it to whole seconds for `EX` and `EXPIRE`; Sentinel
+    /// deployments use at least [`SENTINEL_LEASE`]).
+    pub lease: Duration,
+    /// The time between a section's read and its write, and between two sections.
+    pub work: Duration,
+    /// How many faults to inject (at most one per worker for faults inside workers).
+    pub faults: usize,
+    /// The seed of the fault plan.
+    pub seed: u64,
+    /// The `relock-check` executable, run as `relock-check worker ...`.
+    pub worker_exe: PathBuf,
+}
+
+/// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
+/// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
+/// outlive a failover at all.
+pub const SENTINEL_LEASE: Duration = Duration::from_secs(5);
+
+impl CellConfig {
+    /// The lease the run uses.
+    pub fn lease(&self) -> Duration {
+        if self.strategy.deployment() == Deployment::Sentinel {
+            self.lease.max(SENTINEL_LEASE)
+        } else {
+            self.lease
+        }
+    }
+
+    /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
+    /// few sections, so that a give-up means the lock was not coming back.
+    pub fn acquire_timeout(&self) -> Duration {
+        self.lease() * 3
+    }
+
+    /// How long a paused worker stays stopped, and how long a slow section sleeps.
+    pub fn stall(&self) -> Duration {
+        self.lease() * 5 / 2
+    }
+}
+
+/// What one run measured.
+#[derive(Clone, Debug)]
+pub struct CellResult {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The fault.
+    pub fault: Fault,
+    /// The seed of its fault plan.
+    pub seed: u64,
+    /// The checked history.
+    pub measurement: Measurement,
+    /// Workers that ended in a way nobody asked for, with how.
+    pub worker_failures: Vec<String>,
+}
+
+/// Runs one cell and checks its history.
+///
+/// # Errors
+///
+/// When the fault does not apply to the strategy, a worker cannot be spawned or signalled, or
+/// the resource's counter cannot be read at the end.
+///
+/// # Panics
+///
+/// When `redis-server` cannot be started (the testkit's servers panic with the server's log).
+pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
+    if !config.fault.applies_to(config.strategy) {
+        return Err(CheckError::Usage(format!(
+            "fault {} does not apply to {}",
+            config.fault, config.strategy
+        )));
+    }
+    let resource = RedisServer::start();
+    let mut lock_servers = LockServers::start(config.strategy, config.fault);
+    let plan = FaultPlan::draw(
+        config.fault,
+        config.workers,
+        config.faults,
+        config.duration,
+        config.lease(),
+        &mut Rng::new(config.seed),
+    );
+    let start_ns = monotonic_nanos() + nanos(STARTUP);
+    let start = Instant::now() + STARTUP;
+    let base = WorkerArgs {
+        strategy: config.strategy,
+        fault: config.fault,
+        lock_urls: lock_servers.urls(),
+        service: lock_servers.service(),
+        resource_url: resource.url(),
+        name: format!("relock-check:{}:{}", config.strategy, config.fault),
+        lease_ms: millis(config.lease()),
+        acquire_timeout_ms: millis(config.acquire_timeout()),
+        work_ms: millis(config.work),
+        start_ns,
+        end_ns: start_ns + nanos(config.duration),
+        fault_at_ns: None,
+    };
+    // Only partitions need a proxy in the way: elsewhere workers talk to the servers directly.
+    let links = if config.fault == Fault::Partition {
+        lock_servers.proxies(config.workers)?
+    } else {
+        Vec::new()
+    };
+    let mut workers = WorkerSet::spawn(config, &base, &plan, &links)?;
+    let hard_deadline =
+        start + config.duration + config.acquire_timeout() + config.stall() + STRAGGLER_GRACE;
+    let mut actions = plan.server_actions.iter().peekable();
+    let mut server_faults = 0;
+    // Workers to resume or reconnect, and when.
+    let mut heals: Vec<(Instant, usize)> = Vec::new();
+    while workers.open > 0 {
+        let now = Instant::now();
+        if now >= hard_deadline {
+            break;
+        }
+        for &(_, index) in heals.iter().filter(|(at, _)| *at <= now) {
+            heal(&workers, &links, index)?;
+        }
+        heals.retain(|(at, _)| *at > now);
+        while let Some((_, action)) = actions.next_if(|(at, _)| start + *at <= now) {
+            if action.is_fault() {
+                server_faults += 1;
+            }
+            lock_servers.apply(action);
+        }
+        let next_wake = heals
+            .iter()
+            .map(|(at, _)| *at)
+            .chain(actions.peek().map(|(at, _)| start + *at))
+            .chain([hard_deadline])
+            .min()
+            .unwrap_or(hard_deadline);
+        match workers.receive(next_wake.saturating_duration_since(now)) {
+            Some((index, Event::Pause { .. })) => {
+                heals.push((Instant::now() + config.stall(), index));
+            }
+            Some((index, Event::Cut { .. })) => {
+                for link in links.get(index).into_iter().flatten() {
+                    link.set_cut(true);
+                }
+                heals.push((Instant::now() + config.stall(), index));
+            }
+            _ => {}
+        }
+    }
+    for (_, index) in heals {
+        heal(&workers, &links, index)?;
+    }
+    let failures = workers.finish();
+    let counter = final_counter(&resource.url())?;
+    Ok(CellResult {
+        strategy: config.strategy,
+        fault: config.fault,
+        seed: config.seed,
+        measurement: analyse(&workers.histories, counter, server_faults),
+        worker_failures: failures,
+    })
+}
+
+/// Ends what was done to worker `index`: resumes it, and heals its links.
+fn heal(workers: &WorkerSet, links: &[Vec<Proxy>], index: usize) -> Result<()> {
+    for link in links.get(index).into_iter().flatten() {
+        link.set_cut(false);
+    }
+    workers.signal(index, Signal::SIGCONT)
+}
+
+/// The lock's servers of a run.
+enum LockServers {
+    /// One server, or RedLock's independent masters.
+    Masters(Vec<RedisServer>),
+    /// A Sentinel deployment.
+    Sentinel(Box<SentinelGroup>),
+}
+
+impl LockServers {
+    fn start(strategy: Strategy, fault: Fault) -> LockServers {
+        let options = if fault == Fault::RestartAof {
+            ServerOptions::default().aof_always()
+        } else {
+            ServerOptions::default()
+        };
+        match strategy.deployment() {
+            Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
+            Deployment::Redlock => LockServers::Masters(
+                (0..REDLOCK_MASTERS)
+                    .map(|_| RedisServer::start_with(options.clone()))
+                    .collect(),
+            ),
+            Deployment::Sentinel => LockServers::Sentinel(Box::new(SentinelGroup::start())),
+        }
+    }
+
+    /// What workers connect to: the masters, or the sentinels.
+    fn urls(&self) -> Vec<String> {
+        match self {
+            LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
+            LockServers::Sentinel(group) => group.sentinel_urls(),
+        }
+    }
+
+    /// For each of `workers` workers, a proxy to each master, which can cut that worker off.
+    fn proxies(&self, workers: usize) -> Result<Vec<Vec<Proxy>>> {
+        let LockServers::Masters(servers) = self else {
+            return Err(CheckError::Usage(
+                "partitions cut workers off masters".into(),
+            ));
+        };
+        (0..workers)
+            .map(|_| {
+                servers
+                    .iter()
+                    .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn service(&self) -> Option<String> {
+        match self {
+            LockServers::Masters(_) => None,
+            LockServers::Sentinel(group) => Some(group.service_name().to_owned()),
+        }
+    }
+
+    fn apply(&mut self, action: &ServerAction) {
+        match (self, action) {
+            (LockServers::Masters(servers), ServerAction::Restart(nodes))
+            | (LockServers::Masters(servers), ServerAction::Kill(nodes))
+            | (LockServers::Masters(servers), ServerAction::Pause(nodes))
+            | (LockServers::Masters(servers), ServerAction::Resume(nodes)) => {
+                for &i in nodes {
+                    let Some(server) = servers.get_mut(i) else {
+                        continue;
+                    };
+                    match action {
+                        ServerAction::Restart(_) => server.restart(),
+                        ServerAction::Kill(_) => server.kill9(),
+                        ServerAction::Pause(_) => server.pause(),
+                        _ => server.resume(),
+                    }
+                }
+            }
+            // The plan stops the replica and kills the master before any failover, so the
+            // nodes still have their first roles; no round trip to the sentinels delays them.
+            (LockServers::Sentinel(group), ServerAction::PauseReplica) => {
+                group.node(1).pause();
+                // A stopped process still receives what the kernel buffers for it: drop the
+                // link on the master too, so that nothing granted from now on reaches the
+                // replica (it cannot reconnect while stopped).
+                group.node(0).client_kill(&["TYPE", "replica"]);
+            }
+            (LockServers::Sentinel(group), ServerAction::ResumeReplica) => group.node(1).resume(),
+            (LockServers::Sentinel(group), ServerAction::KillMaster) => group.node_mut(0).kill9(),
+            // An action for another deployment: the plan never draws one.
+            _ => {}
+        }
+    }
+}
+
+/// The worker processes of a run, their output read on one thread each.
+struct WorkerSet {
+    children: Vec<Child>,
+    lines: Receiver<(usize, Option<String>)>,
+    histories: Vec<Vec<Event>>,
+    garbled: Vec<String>,
+    open: usize,
+}
+
+impl WorkerSet {
+    /// Spawns the workers; with `links`, worker `i` reaches the lock's servers through
+    /// `links[i]`.
+    fn spawn(
+        config: &CellConfig,
+        base: &WorkerArgs,
+        plan: &FaultPlan,
+        links: &[Vec<Proxy>],
+    ) -> Result<WorkerSet> {
+        let (sender, lines) = mpsc::channel();
+        let mut set = WorkerSet {
+            children: Vec::with_capacity(config.workers),
+            lines,
+            histories: vec![Vec::new(); config.workers],
+            garbled: Vec::new(),
+            open: 0,
+        };
+        for index in 0..config.workers {
+            let mut args = base.clone();
+            args.fault_at_ns = plan
+                .worker_faults
+                .get(index)
+                .copied()
+                .flatten()
+                .map(|at| base.start_ns + nanos(at));
+            if let Some(links) = links.get(index) {
+                args.lock_urls = links.iter().map(Proxy::url).collect();
+            }
+            let mut child = Command::new(&config.worker_exe)
+                .args(args.to_args())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()?;
+            let stdout = child.stdout.take();
+            // Owned by the set before anything else can fail, so that `finish` or Drop reaps it.
+            set.children.push(child);
+            let Some(stdout) = stdout else {
+                return Err(CheckError::Worker("stdout not piped".into()));
+            };
+            set.open += 1;
+            let sender = sender.clone();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if sender.send((index, Some(line))).is_err() {
+                        return;
+                    }
+                }
+                let _ = sender.send((index, None));
+            });
+        }
+        Ok(set)
+    }
+
+    /// Records the next line (or closed output) within `wait`, and returns it if it was an
+    /// event.
+    fn receive(&mut self, wait: Duration) -> Option<(usize, Event)> {
+        match self.lines.recv_timeout(wait) {
+            Ok((index, Some(line))) => match Event::parse(&line) {
+                Ok(event) => {
+                    self.histories.get_mut(index)?.push(event.clone());
+                    Some((index, event))
+                }
+                Err(e) => {
+                    self.garbled.push(format!("worker {index}: {e}: {line}"));
+                    None
+                }
+            },
+            Ok((_, None)) => {
+                self.open = self.open.saturating_sub(1);
+                None
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    fn signal(&self, index: usize, signal: Signal) -> Result<()> {
+        if let Some(child) = self.children.get(index) {
+            let pid = i32::try_from(child.id())
+                .map_err(|_| CheckError::Worker("pid out of range".into()))?;
+            kill(Pid::from_raw(pid), signal)?;
+        }
+        Ok(())
+    }
+
+    /// Kills the stragglers and reaps everyone; returns each worker that ended in a way nobody
+    /// asked for (a worker killing itself as planned is fine).
+    fn finish(&mut self) -> Vec<String> {
+        let mut failures = std::mem::take(&mut self.garbled);
+        let deadline = Instant::now() + EXIT_GRACE;
+        for (index, child) in self.children.iter_mut().enumerate() {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                thread::sleep(REAP_POLL);
+            }
+            if matches!(child.try_wait(), Ok(None)) {
+                failures.push(format!("worker {index} still ran at the deadline"));
+                let _ = child.kill();
+            }
+            let crashed = self
+                .histories
+                .get(index)
+                .is_some_and(|h| h.iter().any(|e| matches!(e, Event::Crash { .. })));
+            match child.wait() {
+                Ok(status) if status.success() => {}
+                Ok(status) if crashed && status.signal() == Some(Signal::SIGKILL as i32) => {}
+                Ok(status) => failures.push(format!("worker {index} ended with {status}")),
+                Err(e) => failures.push(format!("worker {index} cannot be reaped: {e}")),
+            }
+        }
+        failures
+    }
+}
+
+impl Drop for WorkerSet {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

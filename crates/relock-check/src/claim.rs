@@ -1,0 +1,105 @@
+//! What each cell is expected to show: for relock, what its documentation claims (docs/guide.md,
+//! docs/redlock.md); for the naive locks, the failures the seeds themselves describe. A cell's
+//! verdict compares the measurement with that expectation.
+
+use std::fmt;
+
+use crate::fault::Fault;
+use crate::history::Measurement;
+use crate::strategy::Strategy;
+
+/// What a cell is expected to show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// relock claims mutual exclusion here: no overlap, no lost update, no stale write; and
+    /// after a killed holder, the lock comes back within a lease.
+    Exclusive,
+    /// relock claims that fencing protects the resource here: no lost update and no stale write
+    /// accepted; two holders at once are expected (a lease cannot stop a paused holder).
+    Fenced,
+    /// relock's documentation does not claim safety here; measured for the record.
+    NotClaimed,
+    /// relock's documentation warns that this loses locks (a failover to a replica that never
+    /// received the grant): the checker must see two holders.
+    DocumentedLoss,
+    /// The seeds show this naive lock letting two holders in here.
+    SeedsOverlap,
+    /// The seeds show this naive lock never coming back after its holder died here.
+    SeedsDeadlock,
+    /// A naive lock under a fault the seeds do not discuss; measured for the record.
+    Measured,
+}
+
+impl Claim {
+    /// The expectation for `strategy` under `fault`.
+    pub fn of(strategy: Strategy, fault: Fault) -> Claim {
+        match (strategy, fault) {
+            (Strategy::RelockSentinel, Fault::Failover) => return Claim::DocumentedLoss,
+            // One replica, and every grant waits for it: the promoted replica has every grant.
+            (Strategy::RelockSentinelWait, Fault::Failover) => return Claim::Exclusive,
+            _ => {}
+        }
+        if strategy.is_relock() {
+            return match fault {
+                Fault::None
+                | Fault::Kill
+                | Fault::Slow
+                | Fault::RestartAof
+                | Fault::MinorityKill
+                | Fault::MinorityPause => Claim::Exclusive,
+                // Fences rise across a restart without persistence and across a master change
+                // (they come from the server's clock), so the resource still refuses old holders.
+                Fault::Pause | Fault::Partition | Fault::Restart | Fault::MinorityRestart
+                    if strategy.is_fenced() =>
+                {
+                    Claim::Fenced
+                }
+                _ => Claim::NotClaimed,
+            };
+        }
+        match (strategy, fault) {
+            (Strategy::ExistsThenSet, Fault::None) => Claim::SeedsOverlap,
+            (Strategy::ExistsThenSet | Strategy::SetnxExpire, Fault::Kill) => Claim::SeedsDeadlock,
+            (
+                Strategy::SetnxGetset | Strategy::SetNxExConstant | Strategy::TokenNoRenewal,
+                Fault::Slow,
+            ) => Claim::SeedsOverlap,
+            _ => Claim::Measured,
+        }
+    }
+
+    /// Whether `m` bears the expectation out. `None` when there is nothing to check: a cell
+    /// measured for the record only.
+    pub fn holds(self, m: &Measurement) -> Option<bool> {
+        let clean_resource = m.lost_updates == 0 && m.stale_writes == 0;
+        match self {
+            Claim::Exclusive => {
+                Some(m.overlaps == 0 && clean_resource && m.entered_after_crash != Some(0))
+            }
+            Claim::Fenced => Some(clean_resource),
+            Claim::SeedsOverlap | Claim::DocumentedLoss => Some(m.overlaps > 0),
+            Claim::SeedsDeadlock => Some(m.entered_after_crash == Some(0) && m.gave_up > 0),
+            Claim::NotClaimed | Claim::Measured => None,
+        }
+    }
+
+    /// A short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Claim::Exclusive => "exclusive",
+            Claim::Fenced => "fenced",
+            Claim::NotClaimed => "not claimed",
+            Claim::DocumentedLoss => "docs: loses locks",
+            Claim::SeedsOverlap => "seeds: overlaps",
+            Claim::SeedsDeadlock => "seeds: deadlock",
+            Claim::Measured => "-",
+        }
+    }
+}
+
+impl fmt::Display for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}

@@ -1,0 +1,287 @@
+//! The faults, and the seeded schedule that says where each one lands in a run.
+
+use std::fmt;
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use crate::rng::Rng;
+use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
+
+/// A fault injected into a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
+#[non_exhaustive]
+pub enum Fault {
+    /// No fault: contention alone.
+    None,
+    /// A holder is killed with SIGKILL the moment it holds the lock: for `SETNX` + `EXPIRE`
+    /// between the two commands (the seeds' crash), for every other strategy between the
+    /// critical section's read and its write.
+    Kill,
+    /// A holder stops (SIGSTOP) between its read and its write for longer than the lease, then
+    /// is resumed (SIGCONT): a GC pause.
+    Pause,
+    /// A critical section sleeps longer than the lease between its read and its write.
+    Slow,
+    /// A holder is cut off from the lock's servers (by the checker's proxy, which stops
+    /// forwarding in both directions) between its read and its write, for longer than the
+    /// lease; the resource stays reachable.
+    Partition,
+    /// The lock's Redis is killed and restarted without persistence while the lock is in use.
+    Restart,
+    /// The same, with `appendonly yes` and `appendfsync always`.
+    RestartAof,
+    /// RedLock: two of the five masters are killed and stay down.
+    MinorityKill,
+    /// RedLock: two of the five masters are paused (SIGSTOP) longer than the lease, then resumed.
+    MinorityPause,
+    /// RedLock: two of the five masters are killed and restarted at once, without persistence.
+    MinorityRestart,
+    /// Sentinel: the replica stops for 300 ms and its link is dropped (replication is
+    /// asynchronous, so the grants made meanwhile exist on the master only), the master is
+    /// killed 200 ms into that, and the sentinels promote the replica. The first section each worker enters from the replica's
+    /// stop on lasts 80% of the lease, so that a holder whose grant the failover lost is still
+    /// inside, within its lease, when the new master grants the lock again.
+    Failover,
+}
+
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 11] = [
+        Fault::None,
+        Fault::Kill,
+        Fault::Pause,
+        Fault::Slow,
+        Fault::Partition,
+        Fault::Restart,
+        Fault::RestartAof,
+        Fault::MinorityKill,
+        Fault::MinorityPause,
+        Fault::MinorityRestart,
+        Fault::Failover,
+    ];
+
+    /// The name used on the command line and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Kill => "kill",
+            Fault::Pause => "pause",
+            Fault::Slow => "slow",
+            Fault::Partition => "partition",
+            Fault::Restart => "restart",
+            Fault::RestartAof => "restart-aof",
+            Fault::MinorityKill => "minority-kill",
+            Fault::MinorityPause => "minority-pause",
+            Fault::MinorityRestart => "minority-restart",
+            Fault::Failover => "failover",
+        }
+    }
+
+    /// Whether a worker injects it into its own critical section.
+    pub fn is_in_worker(self) -> bool {
+        matches!(
+            self,
+            Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition
+        )
+    }
+
+    /// Whether the fault makes sense for `strategy`: the minority faults need several masters,
+    /// a single server's restart has the minority restart as its RedLock counterpart, and a
+    /// Sentinel deployment is there for its failover.
+    pub fn applies_to(self, strategy: Strategy) -> bool {
+        match (strategy.deployment(), self) {
+            (_, Fault::None) => true,
+            (Deployment::Sentinel, fault) => fault == Fault::Failover,
+            (_, Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition) => true,
+            (Deployment::Single, fault) => matches!(fault, Fault::Restart | Fault::RestartAof),
+            (Deployment::Redlock, fault) => matches!(
+                fault,
+                Fault::MinorityKill | Fault::MinorityPause | Fault::MinorityRestart
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How long the replica stays stopped in a failover: shorter than the sentinels' 500 ms
+/// down-after, so that they still promote it.
+pub const REPLICA_LAG: Duration = Duration::from_millis(300);
+
+/// How long workers stand back from the lock around the replica's stop in a failover: the lock
+/// is then free, and known free by the replica, when the replica stops (a release the replica
+/// missed would leave it a lock nobody holds, blocking everyone past the failover); the first
+/// grant after the quiet is one the replica never receives.
+pub const FAILOVER_QUIET: Duration = Duration::from_millis(300);
+
+/// What the checker does to the lock's servers at a point of the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerAction {
+    /// Kill (SIGKILL) these servers and start them again on the same port and directory.
+    Restart(Vec<usize>),
+    /// Kill these servers for good.
+    Kill(Vec<usize>),
+    /// Stop these servers with SIGSTOP.
+    Pause(Vec<usize>),
+    /// Resume these servers with SIGCONT.
+    Resume(Vec<usize>),
+    /// Sentinel: stop the replica with SIGSTOP and drop its link on the master, so that the
+    /// master's writes from then on reach it no more.
+    PauseReplica,
+    /// Sentinel: resume the replica stopped by [`ServerAction::PauseReplica`].
+    ResumeReplica,
+    /// Sentinel: kill the current master for good.
+    KillMaster,
+}
+
+impl ServerAction {
+    /// Whether this action is a fault by itself, rather than the end or the set-up of one.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            ServerAction::Restart(_)
+                | ServerAction::Kill(_)
+                | ServerAction::Pause(_)
+                | ServerAction::KillMaster
+        )
+    }
+}
+
+/// Where the faults of one run land, drawn from the run's seed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// For each worker, when its fault is due, from the start of the run: the worker injects it
+    /// into the first critical section it enters from then on.
+    pub worker_faults: Vec<Option<Duration>>,
+    /// Server actions, each at its offset from the start of the run, in time order.
+    pub server_actions: Vec<(Duration, ServerAction)>,
+}
+
+impl FaultPlan {
+    /// Draws the plan: `count` faults (at most one per worker for faults inside workers), on
+    /// `workers` workers, in a run of `duration` with leases of `lease`.
+    pub fn draw(
+        fault: Fault,
+        workers: usize,
+        count: usize,
+        duration: Duration,
+        lease: Duration,
+        rng: &mut Rng,
+    ) -> FaultPlan {
+        let mut plan = FaultPlan {
+            worker_faults: vec![None; workers],
+            server_actions: Vec::new(),
+        };
+        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let at = |rng: &mut Rng, from: f64, to: f64| {
+            Duration::from_millis(
+                rng.between((millis as f64 * from) as u64, (millis as f64 * to) as u64),
+            )
+        };
+        match fault {
+            Fault::None => {}
+            Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition => {
+                for victim in rng.distinct(count, workers) {
+                    // Early enough that the stall (2.5 leases) ends inside the run.
+                    plan.worker_faults[victim] = Some(at(rng, 0.1, 0.4));
+                }
+            }
+            Fault::Restart | Fault::RestartAof => {
+                let count = count.max(1);
+                for i in 0..count {
+                    let slot = 0.6 / count as f64;
+                    let from = 0.2 + slot * i as f64;
+                    plan.server_actions.push((
+                        at(rng, from, from + slot / 2.0),
+                        ServerAction::Restart(vec![0]),
+                    ));
+                }
+            }
+            Fault::MinorityKill | Fault::MinorityRestart | Fault::MinorityPause => {
+                let nodes = rng.distinct(2, REDLOCK_MASTERS);
+                let when = at(rng, 0.2, 0.4);
+                let action = match fault {
+                    Fault::MinorityKill => ServerAction::Kill(nodes.clone()),
+                    Fault::MinorityRestart => ServerAction::Restart(nodes.clone()),
+                    _ => ServerAction::Pause(nodes.clone()),
+                };
+                plan.server_actions.push((when, action));
+                if fault == Fault::MinorityPause {
+                    let resume = when + lease * 5 / 2;
+                    plan.server_actions
+                        .push((resume, ServerAction::Resume(nodes)));
+                }
+            }
+            Fault::Failover => {
+                let when = at(rng, 0.15, 0.25);
+                // Workers stand back from the lock from 200 ms before the replica stops to
+                // 100 ms after (see `FAILOVER_QUIET`), then hold long.
+                let quiet_from = when.saturating_sub(FAILOVER_QUIET * 2 / 3);
+                plan.worker_faults = vec![Some(quiet_from); workers];
+                plan.server_actions.extend([
+                    (when, ServerAction::PauseReplica),
+                    (when + REPLICA_LAG / 3 * 2, ServerAction::KillMaster),
+                    (when + REPLICA_LAG, ServerAction::ResumeReplica),
+                ]);
+            }
+        }
+        plan
+    }
+
+    /// How many faults the plan injects on the servers.
+    pub fn server_faults(&self) -> usize {
+        self.server_actions
+            .iter()
+            .filter(|(_, a)| a.is_fault())
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_draws_the_same_plan_and_bounds_the_faults() {
+        let draw = |seed| {
+            FaultPlan::draw(
+                Fault::Pause,
+                4,
+                2,
+                Duration::from_secs(5),
+                Duration::from_secs(1),
+                &mut Rng::new(seed),
+            )
+        };
+        assert_eq!(draw(3), draw(3));
+        let plan = draw(3);
+        assert_eq!(plan.worker_faults.iter().flatten().count(), 2);
+        assert_eq!(plan.server_faults(), 0);
+        assert!(plan
+            .worker_faults
+            .iter()
+            .flatten()
+            .all(|at| *at < Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn server_faults_land_inside_the_run() {
+        let duration = Duration::from_secs(5);
+        for fault in [Fault::Restart, Fault::MinorityPause, Fault::MinorityKill] {
+            let plan = FaultPlan::draw(
+                fault,
+                4,
+                2,
+                duration,
+                Duration::from_secs(1),
+                &mut Rng::new(9),
+            );
+            assert!(plan.server_actions.iter().all(|(at, _)| *at < duration));
+        }
+    }
+}

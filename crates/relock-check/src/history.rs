@@ -1,0 +1,258 @@
+//! Checks the merged history of a run: the sections of every worker on the shared monotonic
+//! clock, the writes the resource accepted, and the counter it ended with.
+
+use crate::event::Event;
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Measurement {
+    /// Critical sections that ran to their end.
+    pub sections: usize,
+    /// Sections that another worker entered before they ended: each one a holder whose
+    /// exclusivity was broken (two holders at once).
+    pub overlaps: usize,
+    /// Increments accepted by the resource that the final counter does not show.
+    pub lost_updates: u64,
+    /// Writes the resource accepted although a later holder had already read the counter:
+    /// writes from a holder whose turn was over, which fencing exists to refuse.
+    pub stale_writes: usize,
+    /// Reads and writes the fenced resource refused.
+    pub refused: usize,
+    /// Acquire attempts that got the lock.
+    pub acquired: usize,
+    /// Acquire attempts that ended without it.
+    pub gave_up: usize,
+    /// Faults injected by the workers (kill, pause, slow section) and on the servers.
+    pub faults: usize,
+    /// Sections entered after the first holder was killed, if one was.
+    pub entered_after_crash: Option<usize>,
+}
+
+impl Measurement {
+    /// The share of acquire attempts that got the lock, from 0 to 1 (1 when none was made).
+    pub fn availability(&self) -> f64 {
+        let attempts = self.acquired + self.gave_up;
+        if attempts == 0 {
+            1.0
+        } else {
+            self.acquired as f64 / attempts as f64
+        }
+    }
+}
+
+/// One critical section of one worker.
+#[derive(Clone, Debug, Default)]
+struct Section {
+    worker: usize,
+    enter: u64,
+    /// When it ended: its exit, its death, or its worker's last event.
+    end: u64,
+    /// When its read of the counter came back, if the resource allowed it.
+    read_done: Option<u64>,
+    /// When each accepted write was sent.
+    accepted_writes: Vec<u64>,
+}
+
+/// Checks the histories, one per worker in the order it reported, against the counter's final
+/// value. `server_faults` counts the faults injected on the servers.
+pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usize) -> Measurement {
+    let mut m = Measurement {
+        faults: server_faults,
+        ..Measurement::default()
+    };
+    let mut sections = Vec::new();
+    let mut first_crash: Option<u64> = None;
+    for (worker, events) in histories.iter().enumerate() {
+        let mut open: Option<Section> = None;
+        let mut last_time = 0;
+        for event in events {
+            match event {
+                Event::Enter { t, .. } => {
+                    m.acquired += 1;
+                    sections.extend(open.take());
+                    open = Some(Section {
+                        worker,
+                        enter: *t,
+                        end: *t,
+                        ..Section::default()
+                    });
+                    last_time = *t;
+                }
+                Event::Read { done, value, .. } => {
+                    last_time = *done;
+                    match (value, open.as_mut()) {
+                        (Some(_), Some(section)) => section.read_done = Some(*done),
+                        (None, _) => m.refused += 1,
+                        (Some(_), None) => {}
+                    }
+                }
+                Event::Write {
+                    sent,
+                    done,
+                    accepted,
+                } => {
+                    last_time = *done;
+                    if !accepted {
+                        m.refused += 1;
+                    } else if let Some(section) = open.as_mut() {
+                        section.accepted_writes.push(*sent);
+                    }
+                }
+                Event::Exit { t } => {
+                    m.sections += 1;
+                    if let Some(mut section) = open.take() {
+                        section.end = *t;
+                        sections.push(section);
+                    }
+                    last_time = *t;
+                }
+                Event::GaveUp { t, .. } => {
+                    m.gave_up += 1;
+                    last_time = *t;
+                }
+                Event::Pause { t } | Event::Slow { t } | Event::Cut { t } => {
+                    m.faults += 1;
+                    last_time = *t;
+                }
+                Event::Crash { t } => {
+                    m.faults += 1;
+                    first_crash = Some(first_crash.map_or(*t, |c| c.min(*t)));
+                    match open.take() {
+                        Some(mut section) => {
+                            section.end = *t;
+                            sections.push(section);
+                        }
+                        // Killed inside its acquire, once it was the holder.
+                        None => m.acquired += 1,
+                    }
+                    last_time = *t;
+                }
+            }
+        }
+        if let Some(mut section) = open.take() {
+            section.end = last_time.max(section.enter);
+            sections.push(section);
+        }
+    }
+    sections.sort_by_key(|s| s.enter);
+    m.overlaps = count_overlaps(&sections);
+    m.stale_writes = count_stale_writes(&sections);
+    let accepted: usize = sections.iter().map(|s| s.accepted_writes.len()).sum();
+    let accepted = i64::try_from(accepted).unwrap_or(i64::MAX);
+    m.lost_updates = u64::try_from(accepted - final_counter).unwrap_or(0);
+    m.entered_after_crash =
+        first_crash.map(|crash| sections.iter().filter(|s| s.enter > crash).count());
+    m
+}
+
+/// Sections that a section of another worker entered before they ended. Counting broken
+/// sections rather than intersecting pairs keeps one long pause from counting once per section
+/// that ran during it. `sections` is sorted by entry, so each one is compared only with those
+/// entered before it ended.
+fn count_overlaps(sections: &[Section]) -> usize {
+    sections
+        .iter()
+        .enumerate()
+        .filter(|(i, earlier)| {
+            sections[i + 1..]
+                .iter()
+                .take_while(|later| later.enter < earlier.end)
+                .any(|later| later.worker != earlier.worker)
+        })
+        .count()
+}
+
+/// Accepted writes sent after a section entered later had its read answered: the resource
+/// executed that read before this write, so the write overwrote what a later holder based its
+/// own write on. Comparing the send time of the write with the reply time of the read keeps
+/// this free of false alarms: both are on the shared clock.
+fn count_stale_writes(sections: &[Section]) -> usize {
+    sections
+        .iter()
+        .map(|section| {
+            section
+                .accepted_writes
+                .iter()
+                .filter(|&&sent| {
+                    sections.iter().any(|later| {
+                        later.worker != section.worker
+                            && later.enter > section.enter
+                            && later.read_done.is_some_and(|read| read < sent)
+                    })
+                })
+                .count()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(enter: u64, read: u64, write: u64, exit: u64, accepted: bool) -> Vec<Event> {
+        vec![
+            Event::Enter {
+                t: enter,
+                fence: None,
+            },
+            Event::Read {
+                sent: read,
+                done: read + 1,
+                value: Some(0),
+            },
+            Event::Write {
+                sent: write,
+                done: write + 1,
+                accepted,
+            },
+            Event::Exit { t: exit },
+        ]
+    }
+
+    #[test]
+    fn holders_one_after_the_other_are_clean() {
+        let histories = vec![section(0, 1, 3, 5, true), section(6, 7, 8, 9, true)];
+        let m = analyse(&histories, 2, 0);
+        assert_eq!(m.sections, 2);
+        assert_eq!((m.overlaps, m.lost_updates, m.stale_writes), (0, 0, 0));
+        assert_eq!(m.availability(), 1.0);
+    }
+
+    #[test]
+    fn a_paused_holder_writing_after_a_later_read_is_stale_and_loses_an_update() {
+        // Worker 0 reads at 1, stalls; worker 1 enters at 10, reads at 11, writes at 12;
+        // worker 0 writes at 20 what it read at 1.
+        let histories = vec![section(0, 1, 20, 21, true), section(10, 11, 12, 13, true)];
+        let m = analyse(&histories, 1, 0);
+        assert_eq!(m.overlaps, 1);
+        assert_eq!(m.stale_writes, 1);
+        assert_eq!(m.lost_updates, 1);
+    }
+
+    #[test]
+    fn a_refused_stale_write_is_no_violation_but_the_overlap_stays() {
+        let histories = vec![section(0, 1, 20, 21, false), section(10, 11, 12, 13, true)];
+        let m = analyse(&histories, 1, 0);
+        assert_eq!((m.overlaps, m.stale_writes, m.lost_updates), (1, 0, 0));
+        assert_eq!(m.refused, 1);
+    }
+
+    #[test]
+    fn a_crash_ends_the_section_and_counts_who_entered_after() {
+        let mut crashed = section(0, 1, 2, 3, true);
+        crashed.push(Event::Crash { t: 4 });
+        let histories = vec![
+            crashed,
+            vec![Event::GaveUp {
+                t: 9,
+                reason: "timeout".into(),
+            }],
+        ];
+        let m = analyse(&histories, 1, 0);
+        assert_eq!(m.faults, 1);
+        assert_eq!(m.acquired, 2);
+        assert_eq!(m.gave_up, 1);
+        assert_eq!(m.entered_after_crash, Some(0));
+        assert!((m.availability() - 2.0 / 3.0).abs() < 1e-9);
+    }
+}

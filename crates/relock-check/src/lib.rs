@@ -1,0 +1,192 @@
+//! `relock-check`: a fault-injecting safety checker for locks on Redis.
+//!
+//! It runs a lock strategy with several worker **processes** under an injected fault, records
+//! what happened, and checks the history. Each worker loops for a bounded time: acquire, a
+//! critical section that increments a counter in a Redis of its own by a non-atomic
+//! read-modify-write, release. Every worker reports each step ([`event::Event`]) on the
+//! machine's monotonic clock, which all processes share; the checker merges the reports and
+//! counts, per run ([`history::Measurement`]): sections completed, **overlaps** (two holders at
+//! once), **lost updates** (increments the final counter does not show), **stale writes
+//! accepted** (writes that landed after a later holder had read) and acquire availability.
+//!
+//! The strategies ([`strategy::Strategy`]) are the seeds' naive locks, issuing exactly the
+//! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`,
+//! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
+//! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
+//! (SIGSTOP) longer than its lease, a section slower than the lease, a holder cut off from the
+//! lock's servers by a proxy of the checker's own ([`proxy`]), the lock's Redis restarted
+//! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
+//! restarted, and for Sentinel a failover to a replica that missed the latest grant. Their
+//! schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in count
+//! and time.
+//!
+//! ```text
+//! relock-check full  [--seed N] [--workers 4] [--duration 6000] [--lease 1000] [--out FILE]
+//! relock-check short [--seed N]
+//! relock-check run --strategy relock-mutex-fenced --fault pause [--seed N]
+//! ```
+//!
+//! Each cell's verdict compares the measurement with what relock's documentation claims, or
+//! with the failure the seeds describe ([`claim::Claim`]); the exit code is 0 when every cell
+//! passes, 1 when one does not, 2 when a run could not be made.
+
+pub mod cell;
+pub mod claim;
+pub mod error;
+pub mod event;
+pub mod fault;
+pub mod history;
+pub mod lock;
+pub mod matrix;
+pub mod proxy;
+pub mod resource;
+pub mod rng;
+pub mod strategy;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand};
+
+pub use cell::{run_cell, CellConfig, CellResult};
+pub use claim::Claim;
+pub use error::{CheckError, Result};
+pub use fault::Fault;
+pub use matrix::{full_matrix, run_matrix, short_matrix, table, MatrixOptions, Verdict};
+pub use strategy::Strategy;
+
+/// Runs lock strategies with many worker processes under injected faults and checks the
+/// histories.
+#[derive(Debug, Parser)]
+#[command(name = "relock-check", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every strategy under every fault that applies to it; prints the Markdown table.
+    Full(RunArgs),
+    /// The reduced matrix that CI runs: the seeds' failures and relock's claims.
+    Short(RunArgs),
+    /// One strategy under one fault.
+    Run {
+        /// The lock strategy.
+        #[arg(long)]
+        strategy: Strategy,
+        /// The fault.
+        #[arg(long)]
+        fault: Fault,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// A worker process (started by the checker itself).
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The seed of the fault schedule (default: from the clock; printed either way).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker processes per cell.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// How long workers take the lock in each cell, in milliseconds.
+    #[arg(long, default_value_t = 6000)]
+    duration: u64,
+    /// The lease, in milliseconds (naive locks round it to whole seconds).
+    #[arg(long, default_value_t = 1000)]
+    lease: u64,
+    /// The time between a section's read and its write, and between sections, in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    work: u64,
+    /// Faults per cell (faults inside workers: at most one per worker).
+    #[arg(long, default_value_t = 2)]
+    faults: usize,
+    /// Also write the table to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl RunArgs {
+    fn options(&self) -> Result<MatrixOptions> {
+        if self.workers < 2 {
+            return Err(CheckError::Usage("at least 2 workers contend".into()));
+        }
+        if self.lease < 1000 {
+            return Err(CheckError::Usage(
+                "the lease is at least 1000 ms: the naive locks count it in seconds".into(),
+            ));
+        }
+        let seed = self.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        });
+        Ok(MatrixOptions {
+            workers: self.workers,
+            duration: Duration::from_millis(self.duration),
+            lease: Duration::from_millis(self.lease),
+            work: Duration::from_millis(self.work),
+            faults: self.faults,
+            seed,
+            worker_exe: std::env::current_exe()?,
+        })
+    }
+}
+
+/// The command line's entry point: parses the arguments, runs, and maps the outcome to the
+/// exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("relock-check: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs what `cli` asks for; `Ok(false)` when a cell did not pass.
+///
+/// # Errors
+///
+/// When a run could not be made: bad options, a worker that cannot be spawned, a Redis that
+/// cannot be reached.
+pub fn run(cli: Cli) -> Result<bool> {
+    let (cells, args) = match cli.command {
+        Command::Worker(args) => return worker::run(&args).map(|()| true),
+        Command::Full(args) => (full_matrix(), args),
+        Command::Short(args) => (short_matrix(), args),
+        Command::Run {
+            strategy,
+            fault,
+            run,
+        } => (vec![(strategy, fault)], run),
+    };
+    let options = args.options()?;
+    eprintln!(
+        "relock-check: seed {}, {} workers, {} ms per cell, lease {} ms, {} faults per cell",
+        options.seed,
+        options.workers,
+        options.duration.as_millis(),
+        options.lease.as_millis(),
+        options.faults
+    );
+    eprint!("{}", matrix::TABLE_HEADER);
+    let results = run_matrix(&cells, &options)?;
+    let table = table(&results);
+    println!("{table}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &table)?;
+    }
+    Ok(results.iter().all(|r| Verdict::of(r).passes()))
+}

@@ -1,0 +1,219 @@
+//! Runs of many cells, their verdicts and the table that reports them.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cell::{run_cell, CellConfig, CellResult};
+use crate::claim::Claim;
+use crate::error::Result;
+use crate::fault::Fault;
+use crate::rng::Rng;
+use crate::strategy::Strategy;
+
+/// The knobs shared by every cell of a matrix.
+#[derive(Clone, Debug)]
+pub struct MatrixOptions {
+    /// Worker processes per cell.
+    pub workers: usize,
+    /// How long workers take the lock in each cell.
+    pub duration: Duration,
+    /// The lease.
+    pub lease: Duration,
+    /// The time between a section's read and its write, and between two sections.
+    pub work: Duration,
+    /// Faults per cell.
+    pub faults: usize,
+    /// The seed every cell's own seed is drawn from.
+    pub seed: u64,
+    /// The `relock-check` executable that workers run.
+    pub worker_exe: PathBuf,
+}
+
+impl MatrixOptions {
+    /// The configuration of the cell `strategy` × `fault`, with its own seed.
+    pub fn cell(&self, strategy: Strategy, fault: Fault) -> CellConfig {
+        let position = Strategy::ALL
+            .iter()
+            .position(|&s| s == strategy)
+            .unwrap_or(0)
+            * 16
+            + Fault::ALL.iter().position(|&f| f == fault).unwrap_or(0);
+        CellConfig {
+            strategy,
+            fault,
+            workers: self.workers,
+            duration: self.duration,
+            lease: self.lease,
+            work: self.work,
+            faults: self.faults,
+            seed: Rng::new(self.seed ^ position as u64).next_u64(),
+            worker_exe: self.worker_exe.clone(),
+        }
+    }
+}
+
+/// Every strategy under every fault that applies to it.
+pub fn full_matrix() -> Vec<(Strategy, Fault)> {
+    Strategy::ALL
+        .iter()
+        .flat_map(|&s| {
+            Fault::ALL
+                .iter()
+                .filter(move |f| f.applies_to(s))
+                .map(move |&f| (s, f))
+        })
+        .collect()
+}
+
+/// The cells of the short mode: each naive lock under the fault its seed says breaks it, and
+/// each relock guarantee under the faults that test it.
+pub fn short_matrix() -> Vec<(Strategy, Fault)> {
+    vec![
+        (Strategy::ExistsThenSet, Fault::None),
+        (Strategy::SetnxExpire, Fault::Kill),
+        (Strategy::SetnxGetset, Fault::Slow),
+        (Strategy::SetNxExConstant, Fault::Slow),
+        (Strategy::TokenNoRenewal, Fault::Slow),
+        (Strategy::RelockMutex, Fault::Kill),
+        (Strategy::RelockMutex, Fault::Slow),
+        (Strategy::RelockMutex, Fault::RestartAof),
+        (Strategy::RelockMutexFenced, Fault::Pause),
+        (Strategy::RelockFairFenced, Fault::Pause),
+        (Strategy::RelockMutexFenced, Fault::Partition),
+        (Strategy::RelockRedlockFenced, Fault::MinorityPause),
+        (Strategy::RelockSentinel, Fault::Failover),
+        (Strategy::RelockSentinelWait, Fault::Failover),
+    ]
+}
+
+/// How a cell came out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// The expectation held: relock kept its claim, or the naive lock failed as the seeds say.
+    Holds,
+    /// The expectation failed: a relock violation, or a naive lock the checker did not catch.
+    Broken,
+    /// Nothing is claimed for this cell.
+    Unchecked,
+    /// The fault was planned but never happened, so the cell shows nothing about it.
+    FaultMissed,
+    /// A worker ended in a way nobody asked for.
+    WorkerFailed(String),
+}
+
+impl Verdict {
+    /// The verdict on `result`.
+    pub fn of(result: &CellResult) -> Verdict {
+        if let Some(failure) = result.worker_failures.first() {
+            return Verdict::WorkerFailed(failure.clone());
+        }
+        if result.fault != Fault::None && result.measurement.faults == 0 {
+            return Verdict::FaultMissed;
+        }
+        match Claim::of(result.strategy, result.fault).holds(&result.measurement) {
+            Some(true) => Verdict::Holds,
+            Some(false) => Verdict::Broken,
+            None => Verdict::Unchecked,
+        }
+    }
+
+    /// Whether the cell passes: its expectation held, or there was none.
+    pub fn passes(&self) -> bool {
+        matches!(self, Verdict::Holds | Verdict::Unchecked)
+    }
+
+    fn label(&self, claim: Claim) -> String {
+        let relock_claim = matches!(claim, Claim::Exclusive | Claim::Fenced);
+        match self {
+            Verdict::Holds if relock_claim => "holds".into(),
+            Verdict::Holds if claim == Claim::DocumentedLoss => "loses, as documented".into(),
+            Verdict::Holds => "fails, as the seeds say".into(),
+            Verdict::Broken if relock_claim => "**VIOLATED**".into(),
+            Verdict::Broken => "**not caught**".into(),
+            Verdict::Unchecked => "-".into(),
+            Verdict::FaultMissed => "**fault missed**".into(),
+            Verdict::WorkerFailed(why) => format!("**worker failed**: {why}"),
+        }
+    }
+}
+
+/// Runs `cells` one after the other, reporting each on stderr as it finishes.
+///
+/// # Errors
+///
+/// As [`run_cell`] does.
+pub fn run_matrix(cells: &[(Strategy, Fault)], options: &MatrixOptions) -> Result<Vec<CellResult>> {
+    let mut results = Vec::with_capacity(cells.len());
+    for &(strategy, fault) in cells {
+        let result = run_cell(&options.cell(strategy, fault))?;
+        eprintln!("{}", row(&result).trim_end());
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// The header of the table [`table`] prints.
+pub const TABLE_HEADER: &str = "| strategy | fault | faults | sections | overlaps | lost updates \
+| stale writes accepted | refused | availability | entered after a kill | claim | verdict |\n\
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
+
+/// The results as a Markdown table, one row per cell.
+pub fn table(results: &[CellResult]) -> String {
+    let mut out = TABLE_HEADER.to_owned();
+    for result in results {
+        out.push_str(&row(result));
+    }
+    out
+}
+
+fn row(result: &CellResult) -> String {
+    let m = &result.measurement;
+    let mut line = String::new();
+    let _ = writeln!(
+        line,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} |",
+        result.strategy,
+        result.fault,
+        m.faults,
+        m.sections,
+        m.overlaps,
+        m.lost_updates,
+        m.stale_writes,
+        m.refused,
+        m.availability() * 100.0,
+        m.entered_after_crash
+            .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        Claim::of(result.strategy, result.fault),
+        Verdict::of(result).label(Claim::of(result.strategy, result.fault)),
+    );
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_full_matrix_holds_every_applicable_pair_once() {
+        let cells = full_matrix();
+        assert!(cells.iter().all(|(s, f)| f.applies_to(*s)));
+        let mut unique = cells.clone();
+        unique.sort_by_key(|(s, f)| (s.name(), f.name()));
+        unique.dedup();
+        assert_eq!(unique.len(), cells.len());
+        assert!(short_matrix().iter().all(|c| cells.contains(c)));
+    }
+
+    #[test]
+    fn every_short_cell_asserts_something() {
+        for (strategy, fault) in short_matrix() {
+            let claim = Claim::of(strategy, fault);
+            assert!(
+                !matches!(claim, Claim::NotClaimed | Claim::Measured),
+                "{strategy} × {fault} checks nothing"
+            );
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The lock strategies under test: the seeds' naive locks, written as the seeds describe them,
+//! and relock's primitives.
+
+use std::fmt;
+
+use clap::ValueEnum;
+
+/// A way of taking a lock on Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Seed 002: `EXISTS key`, and when it is absent `SET key 1`; `DEL` to release. No expiry.
+    ExistsThenSet,
+    /// Seeds 000 and 002: `SETNX key 1`, then `EXPIRE key lease`; `DEL` to release.
+    SetnxExpire,
+    /// Seed 000's `DistributedLockHandler`: `SETNX key expiry-timestamp`; when held, `GET` it and,
+    /// if the timestamp passed, `GETSET` a new one and win when the old value came back expired.
+    /// Release: `GET`, and `DEL` unless the timestamp stored there has passed. Polls every 100 ms.
+    SetnxGetset,
+    /// Seed 002: `SET key 1 EX lease NX`, released with a plain `DEL`.
+    SetNxExConstant,
+    /// Seed 002: `SET key token EX lease NX` with a random token, released by a Lua
+    /// compare-and-delete; the lease is never renewed.
+    TokenNoRenewal,
+    /// relock's `Mutex` with a renewed lease; the resource is written without the fence.
+    RelockMutex,
+    /// relock's `Mutex`; every access to the resource carries the grant's fence.
+    RelockMutexFenced,
+    /// relock's `FairMutex`, fenced.
+    RelockFairFenced,
+    /// relock's `Mutex` on RedLock over 5 independent masters, fenced.
+    RelockRedlockFenced,
+    /// relock's `Mutex` through Redis Sentinel (a master, one replica, three sentinels),
+    /// unfenced, on asynchronous replication.
+    RelockSentinel,
+    /// The same, with `ClientOptions::wait_for_replicas(1, 100 ms)`: each grant waits for the
+    /// replica's acknowledgement (`WAIT`).
+    RelockSentinelWait,
+}
+
+/// Where a strategy's lock lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deployment {
+    /// One Redis server.
+    Single,
+    /// Five independent masters (RedLock).
+    Redlock,
+    /// A master, a replica and three sentinels.
+    Sentinel,
+}
+
+/// How many masters a RedLock strategy uses.
+pub const REDLOCK_MASTERS: usize = 5;
+
+impl Strategy {
+    /// Every strategy, naive ones first.
+    pub const ALL: [Strategy; 11] = [
+        Strategy::ExistsThenSet,
+        Strategy::SetnxExpire,
+        Strategy::SetnxGetset,
+        Strategy::SetNxExConstant,
+        Strategy::TokenNoRenewal,
+        Strategy::RelockMutex,
+        Strategy::RelockMutexFenced,
+        Strategy::RelockFairFenced,
+        Strategy::RelockRedlockFenced,
+        Strategy::RelockSentinel,
+        Strategy::RelockSentinelWait,
+    ];
+
+    /// The name used on the command line and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::ExistsThenSet => "exists-then-set",
+            Strategy::SetnxExpire => "setnx-expire",
+            Strategy::SetnxGetset => "setnx-getset",
+            Strategy::SetNxExConstant => "set-nx-ex-constant",
+            Strategy::TokenNoRenewal => "token-no-renewal",
+            Strategy::RelockMutex => "relock-mutex",
+            Strategy::RelockMutexFenced => "relock-mutex-fenced",
+            Strategy::RelockFairFenced => "relock-fair-fenced",
+            Strategy::RelockRedlockFenced => "relock-redlock-fenced",
+            Strategy::RelockSentinel => "relock-sentinel",
+            Strategy::RelockSentinelWait => "relock-sentinel-wait",
+        }
+    }
+
+    /// Whether this is one of relock's primitives rather than a seed's naive lock.
+    pub fn is_relock(self) -> bool {
+        matches!(
+            self,
+            Strategy::RelockMutex
+                | Strategy::RelockMutexFenced
+                | Strategy::RelockFairFenced
+                | Strategy::RelockRedlockFenced
+                | Strategy::RelockSentinel
+                | Strategy::RelockSentinelWait
+        )
+    }
+
+    /// Whether every access to the resource carries the grant's fence.
+    pub fn is_fenced(self) -> bool {
+        matches!(
+            self,
+            Strategy::RelockMutexFenced
+                | Strategy::RelockFairFenced
+                | Strategy::RelockRedlockFenced
+        )
+    }
+
+    /// Where the lock lives.
+    pub fn deployment(self) -> Deployment {
+        match self {
+            Strategy::RelockRedlockFenced => Deployment::Redlock,
+            Strategy::RelockSentinel | Strategy::RelockSentinelWait => Deployment::Sentinel,
+            _ => Deployment::Single,
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,218 @@
+//! A worker process: from the common start time to the common end, it acquires the lock, runs a
+//! critical section that increments the protected counter by a non-atomic read-modify-write,
+//! and releases, reporting every step as an [`Event`]. The faults that happen inside a worker
+//! (kill, pause, slow section) are injected by the worker itself, in the first section it enters
+//! once the time the plan names has come, so that they land exactly where they should rather
+//! than where a signal happens to arrive.
+
+use std::time::Duration;
+
+use nix::sys::signal::{raise, Signal};
+use relock_testkit::process::monotonic_nanos;
+
+use crate::error::Result;
+use crate::event::{Event, EventLog};
+use crate::fault::{Fault, FAILOVER_QUIET};
+use crate::lock::{crash, Acquired, Locker};
+use crate::resource::Resource;
+use crate::strategy::Strategy;
+
+/// What a worker is told on its command line (`relock-check worker ...`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The lock strategy.
+    #[arg(long)]
+    pub strategy: Strategy,
+    /// The fault of this run.
+    #[arg(long)]
+    pub fault: Fault,
+    /// The lock's servers (one, or five for RedLock).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub lock_urls: Vec<String>,
+    /// The protected resource's server.
+    #[arg(long)]
+    pub resource_url: String,
+    /// The service the sentinels monitor, when `lock_urls` are sentinels.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// The lock's name.
+    #[arg(long)]
+    pub name: String,
+    /// The lease, in milliseconds.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// How long one acquire attempt waits, in milliseconds.
+    #[arg(long)]
+    pub acquire_timeout_ms: u64,
+    /// The time between a section's read and its write, and between two sections, in
+    /// milliseconds.
+    #[arg(long)]
+    pub work_ms: u64,
+    /// When to start, in `CLOCK_MONOTONIC` nanoseconds.
+    #[arg(long)]
+    pub start_ns: u64,
+    /// When to stop taking the lock, in `CLOCK_MONOTONIC` nanoseconds.
+    #[arg(long)]
+    pub end_ns: u64,
+    /// When this worker's fault is due, in `CLOCK_MONOTONIC` nanoseconds: it lands in the first
+    /// section entered from then on.
+    #[arg(long)]
+    pub fault_at_ns: Option<u64>,
+}
+
+impl WorkerArgs {
+    /// The arguments that make `relock-check worker` parse back into `self`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "worker".to_owned(),
+            format!("--strategy={}", self.strategy),
+            format!("--fault={}", self.fault),
+            format!("--lock-urls={}", self.lock_urls.join(",")),
+            format!("--resource-url={}", self.resource_url),
+            format!("--name={}", self.name),
+            format!("--lease-ms={}", self.lease_ms),
+            format!("--acquire-timeout-ms={}", self.acquire_timeout_ms),
+            format!("--work-ms={}", self.work_ms),
+            format!("--start-ns={}", self.start_ns),
+            format!("--end-ns={}", self.end_ns),
+        ];
+        if let Some(service) = &self.service {
+            args.push(format!("--service={service}"));
+        }
+        if let Some(at) = self.fault_at_ns {
+            args.push(format!("--fault-at-ns={at}"));
+        }
+        args
+    }
+
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    fn work(&self) -> Duration {
+        Duration::from_millis(self.work_ms)
+    }
+}
+
+/// Runs a worker to its end time on a runtime of its own.
+///
+/// # Errors
+///
+/// When the lock or the resource cannot be reached at the start, the resource fails later, or
+/// the checker stops reading.
+pub fn run(args: &WorkerArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(work(args))
+}
+
+async fn work(args: &WorkerArgs) -> Result<()> {
+    let mut log = EventLog;
+    let mut resource = Resource::connect(&args.resource_url).await?;
+    let mut locker = Locker::connect(args, args.lease()).await?;
+    sleep_until(args.start_ns).await;
+    let timeout = Duration::from_millis(args.acquire_timeout_ms);
+    let mut fault_due = args.fault_at_ns;
+    while monotonic_nanos() < args.end_ns {
+        let fault = fault_due
+            .filter(|&due| monotonic_nanos() >= due)
+            .map(|_| args.fault);
+        if let (Some(Fault::Failover), Some(quiet_from)) = (fault, fault_due) {
+            sleep_until(quiet_from + nanos(FAILOVER_QUIET)).await;
+        }
+        // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
+        let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
+        let fence = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
+            Acquired::Held { fence } => fence,
+            Acquired::GaveUp(reason) => {
+                log.emit(&Event::GaveUp {
+                    t: monotonic_nanos(),
+                    reason,
+                })?;
+                continue;
+            }
+        };
+        if fault.is_some() {
+            fault_due = None;
+        }
+        log.emit(&Event::Enter {
+            t: monotonic_nanos(),
+            fence,
+        })?;
+        critical_section(args, &mut resource, fence, fault, &mut log).await?;
+        log.emit(&Event::Exit {
+            t: monotonic_nanos(),
+        })?;
+        locker.release().await;
+        tokio::time::sleep(args.work()).await;
+    }
+    Ok(())
+}
+
+/// Reads the counter, lets time pass (and the fault happen), and writes it back plus one.
+async fn critical_section(
+    args: &WorkerArgs,
+    resource: &mut Resource,
+    fence: Option<u64>,
+    fault: Option<Fault>,
+    log: &mut EventLog,
+) -> Result<()> {
+    let sent = monotonic_nanos();
+    let value = resource.read(fence).await?;
+    log.emit(&Event::Read {
+        sent,
+        done: monotonic_nanos(),
+        value,
+    })?;
+    // A refused read means a later holder has been here: this one's turn is over.
+    let Some(value) = value else { return Ok(()) };
+    match fault {
+        Some(Fault::Kill) if args.strategy != Strategy::SetnxExpire => crash(log)?,
+        Some(Fault::Pause) => {
+            log.emit(&Event::Pause {
+                t: monotonic_nanos(),
+            })?;
+            // Every thread stops, the lease renewal included, until the checker sends SIGCONT.
+            raise(Signal::SIGSTOP)?;
+        }
+        Some(Fault::Slow) => {
+            log.emit(&Event::Slow {
+                t: monotonic_nanos(),
+            })?;
+            tokio::time::sleep(args.lease() * 5 / 2).await;
+        }
+        Some(Fault::Partition) => {
+            log.emit(&Event::Cut {
+                t: monotonic_nanos(),
+            })?;
+            // The checker cuts the link on this line and heals it after 2.5 leases; the
+            // section goes on meanwhile, without renewals.
+            tokio::time::sleep(args.lease() * 5 / 2).await;
+        }
+        // Part of the failover's scenario rather than a fault of its own: a holder that stays
+        // inside, within its lease, while the deployment changes master.
+        Some(Fault::Failover) => tokio::time::sleep(args.lease() * 4 / 5).await,
+        _ => {}
+    }
+    tokio::time::sleep(args.work()).await;
+    let sent = monotonic_nanos();
+    let accepted = resource.write(fence, value + 1).await?;
+    log.emit(&Event::Write {
+        sent,
+        done: monotonic_nanos(),
+        accepted,
+    })?;
+    Ok(())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+async fn sleep_until(monotonic: u64) {
+    let now = monotonic_nanos();
+    if monotonic > now {
+        tokio::time::sleep(Duration::from_nanos(monotonic - now)).await;
+    }
+}

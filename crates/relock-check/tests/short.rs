@@ -1,0 +1,62 @@
+//! The short mode that CI runs: the reduced matrix, asserted both ways. relock's strategies must
+//! show no violation where its documentation claims safety, and each naive lock must show the
+//! failure its seed describes, which proves the checker sees those failures. Real Redis servers,
+//! one OS process per worker.
+//!
+//! The fault schedule's seed is fixed so that a failure reproduces; set `RELOCK_CHECK_SEED` to
+//! try another.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use relock_check::{run_matrix, short_matrix, table, Fault, MatrixOptions, Strategy, Verdict};
+
+const DEFAULT_SEED: u64 = 20_261_123;
+
+#[test]
+fn relock_keeps_its_claims_and_the_naive_locks_fail_as_the_seeds_say() {
+    let seed = std::env::var("RELOCK_CHECK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SEED);
+    let options = MatrixOptions {
+        workers: 4,
+        duration: Duration::from_secs(4),
+        lease: Duration::from_secs(1),
+        work: Duration::from_millis(5),
+        faults: 1,
+        seed,
+        worker_exe: PathBuf::from(env!("CARGO_BIN_EXE_relock-check")),
+    };
+    let started = Instant::now();
+    let results = run_matrix(&short_matrix(), &options).expect("every cell runs");
+    println!(
+        "seed {seed}, {:.1}s\n{}",
+        started.elapsed().as_secs_f64(),
+        table(&results)
+    );
+    for result in &results {
+        let cell = format!("{} × {} (seed {seed})", result.strategy, result.fault);
+        assert_eq!(
+            Verdict::of(result),
+            Verdict::Holds,
+            "{cell}: {:?}",
+            result.measurement
+        );
+        if result.strategy.is_fenced() && result.fault == Fault::Pause {
+            // The pause did break the lease (two holders), and fencing is what refused the
+            // paused holder's late write.
+            assert!(
+                result.measurement.overlaps > 0,
+                "{cell}: the pause went unseen"
+            );
+            assert!(result.measurement.refused > 0, "{cell}: nothing refused");
+        }
+        if result.strategy == Strategy::RelockMutex && result.fault == Fault::Kill {
+            assert!(
+                result.measurement.entered_after_crash > Some(0),
+                "{cell}: the lock never came back"
+            );
+        }
+    }
+}
