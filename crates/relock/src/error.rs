@@ -99,6 +99,9 @@ pub enum Error {
         /// How many were asked for.
         wanted: usize,
     },
+    /// A [`blocking`](crate::blocking) call was made inside a tokio runtime, where blocking
+    /// would stall the runtime's threads: use the async API there.
+    BlockingInAsync,
     /// Redis could not be reached, timed out, refused the credentials or answered with an error.
     Redis(redis::RedisError),
     /// Redis answered with a reply of a shape the lock scripts never produce.
@@ -223,6 +226,9 @@ impl fmt::Display for Error {
                 "lock {name:?} was granted but only {acknowledged} of {wanted} replicas \
                  acknowledged it in time; released it again"
             ),
+            Error::BlockingInAsync => {
+                f.write_str("a blocking lock call was made inside an async runtime")
+            }
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::UnexpectedReply { detail } => {
                 write!(f, "unexpected reply from redis: {detail}")

@@ -1,5 +1,6 @@
 #![doc = include_str!("../../../docs/guide.md")]
 
+pub mod blocking;
 mod check;
 mod client;
 mod cluster;

@@ -1,0 +1,146 @@
+//! The same locks for code that is not async: every call blocks the calling thread.
+//!
+//! A [`blocking::Client`](Client) owns a small tokio runtime of its own (one worker thread)
+//! and an async [`relock::Client`](crate::Client) running on it. Each blocking call runs the
+//! async one to completion on the calling thread, while the worker thread keeps renewing
+//! leases and receiving release notifications: a thread that holds a lock and blocks on
+//! something else for longer than the lease keeps the lock, as an async task would. Guards,
+//! leases, fences, errors and what the locks guarantee are those of the async API.
+//!
+//! Use it in programs without a tokio runtime: command-line tools, threads of a synchronous
+//! server, scripts. Do not use it inside async code: blocking there would stall the runtime's
+//! threads, so every blocking call made inside a tokio runtime (in a task, in `block_on`,
+//! in `spawn_blocking` too) returns [`Error::BlockingInAsync`](crate::Error::BlockingInAsync)
+//! instead of blocking. Use the async API there.
+//!
+//! Dropping a guard releases the lock before `drop` returns (ignoring errors: a release that
+//! cannot reach Redis leaves the lock to end with its lease). Dropped inside a runtime, it
+//! releases in the background instead, as an async guard does. The runtime shuts down when
+//! the client and every handle and guard made from it are dropped.
+//!
+//! # Examples
+//!
+//! ```
+//! # fn main() -> Result<(), relock::Error> {
+//! # let server = relock_testkit::RedisServer::start();
+//! # let url = server.url();
+//! use std::thread;
+//!
+//! let client = relock::blocking::Client::connect(url.as_str())?;
+//! let mutex = client.mutex("nightly-report")?;
+//! let workers: Vec<_> = (0..2)
+//!     .map(|_| {
+//!         let mutex = mutex.clone();
+//!         thread::spawn(move || -> Result<u64, relock::Error> {
+//!             let guard = mutex.lock()?;
+//!             // ... the work only one thread of one instance may do ...
+//!             let fence = guard.fence().get();
+//!             guard.unlock()?;
+//!             Ok(fence)
+//!         })
+//!     })
+//!     .collect();
+//! for worker in workers {
+//!     let fence = worker.join().expect("no panic")?;
+//!     assert!(fence > 0);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod client;
+mod mutex;
+mod runtime;
+
+pub use client::Client;
+pub use mutex::{Mutex, MutexGuard};
+
+/// The methods every blocking guard shares: validity, the lost signal, extension.
+macro_rules! guard_methods {
+    ($guard:ident, $what:literal) => {
+        impl $guard {
+            #[doc = concat!("The instant until which the ", $what, " is certainly held: the")]
+            /// time the last successful acquire or renewal was sent, plus the lease, minus a
+            /// drift allowance of 1% + 2 ms.
+            pub fn valid_until(&self) -> std::time::Instant {
+                self.held.valid_until()
+            }
+
+            #[doc = concat!("Whether the ", $what, " is still held as far as this process")]
+            /// knows, without asking Redis: the lost signal has not fired and the validity
+            /// deadline has not passed.
+            pub fn is_held(&self) -> bool {
+                self.held.is_held()
+            }
+
+            #[doc = concat!("Blocks until the ", $what, " is lost, or at most `timeout`;")]
+            /// `Ok(None)` when it is still held then. It is lost when renewal finds it
+            /// deleted or taken, or when the validity deadline passes without a successful
+            /// renewal. Renewal goes on in the client's runtime whether or not anyone waits
+            /// here: call it to learn of a loss, or use [`is_held`](Self::is_held) between
+            /// steps of the work.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio
+            /// runtime.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# fn demo(guard: relock::blocking::", stringify!($guard), ") -> Result<(), relock::Error> {")]
+            /// use std::time::Duration;
+            ///
+            /// if let Some(reason) = guard.wait_lost(Duration::from_secs(1))? {
+            ///     eprintln!("stopping: {reason}");
+            /// }
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn wait_lost(
+                &self,
+                timeout: std::time::Duration,
+            ) -> $crate::Result<Option<$crate::Lost>> {
+                self.held.wait_lost(timeout)
+            }
+
+            #[doc = concat!("Sets the lease of the ", $what, " to `lease` from now, if it is")]
+            /// still held. For a renewed lease the renewal task goes on renewing with the
+            /// lock's own lease length afterwards.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::NotHeld`](crate::Error::NotHeld) when it was lost;
+            /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+            /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio
+            /// runtime.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            #[doc = concat!("# fn demo(guard: relock::blocking::", stringify!($guard), ") -> Result<(), relock::Error> {")]
+            /// guard.extend(std::time::Duration::from_secs(60))?;
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn extend(&self, lease: std::time::Duration) -> $crate::Result<()> {
+                self.held.extend(lease)
+            }
+        }
+    };
+}
+
+use guard_methods;
+
+#[cfg(test)]
+mod tests {
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_send_sync::<super::Client>();
+        is_send_sync::<super::Mutex>();
+        is_send_sync::<super::MutexGuard>();
+    }
+}
