@@ -49,11 +49,21 @@
 //! ```
 
 mod client;
+mod fair;
+mod multi;
 mod mutex;
+mod reentrant;
 mod runtime;
+mod rwlock;
+mod semaphore;
 
 pub use client::Client;
+pub use fair::{FairMutex, FairMutexGuard};
+pub use multi::{MultiMutex, MultiMutexGuard};
 pub use mutex::{Mutex, MutexGuard};
+pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};
 
 /// The methods every blocking guard shares: validity, the lost signal, extension.
 macro_rules! guard_methods {
@@ -142,5 +152,16 @@ mod tests {
         is_send_sync::<super::Client>();
         is_send_sync::<super::Mutex>();
         is_send_sync::<super::MutexGuard>();
+        is_send_sync::<super::ReentrantMutex>();
+        is_send_sync::<super::ReentrantMutexGuard>();
+        is_send_sync::<super::RwLock>();
+        is_send_sync::<super::RwLockReadGuard>();
+        is_send_sync::<super::RwLockWriteGuard>();
+        is_send_sync::<super::Semaphore>();
+        is_send_sync::<super::SemaphorePermit>();
+        is_send_sync::<super::FairMutex>();
+        is_send_sync::<super::FairMutexGuard>();
+        is_send_sync::<super::MultiMutex>();
+        is_send_sync::<super::MultiMutexGuard>();
     }
 }
