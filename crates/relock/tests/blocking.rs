@@ -563,3 +563,43 @@ fn a_redlock_client_offers_its_mutex_and_refuses_the_rest() {
         assert!(matches!(c.rwlock("report"), Err(Error::Unsupported { .. })));
     });
 }
+
+#[test]
+fn a_cluster_client_locks_names_on_its_masters() {
+    within(Duration::from_secs(60), || {
+        let cluster = relock_testkit::RedisCluster::start();
+        let a = Client::connect_cluster(cluster.urls()).expect("connect");
+        let b = Client::connect_cluster(cluster.urls()).expect("connect");
+        for name in ["report", "invoices", "lottery"] {
+            let guard = a.mutex(name).expect("name").lock().expect("lock");
+            let waiter = {
+                let mutex = b.mutex(name).expect("name");
+                thread::spawn(move || mutex.lock_timeout(Duration::from_secs(10)).map(drop))
+            };
+            thread::sleep(ms(100));
+            assert!(!waiter.is_finished(), "{name} is held");
+            guard.unlock().expect("unlock");
+            waiter
+                .join()
+                .expect("waiter")
+                .expect("woken by the release");
+        }
+    });
+}
+
+#[test]
+fn a_sentinel_client_locks_on_the_master() {
+    within(Duration::from_secs(60), || {
+        let group = relock_testkit::SentinelGroup::start();
+        let c =
+            Client::connect_sentinel(group.sentinel_urls(), group.service_name()).expect("connect");
+        let permit = c
+            .semaphore("exports", 1)
+            .expect("name")
+            .acquire()
+            .expect("permit");
+        let info = c.locks_named("exports").expect("locks");
+        assert_eq!(info.len(), 1);
+        permit.release().expect("release");
+    });
+}
