@@ -297,17 +297,33 @@ fn calls_inside_a_runtime_are_refused_not_blocked() {
         });
         assert!(outside.is_held());
 
-        // Dropped inside a runtime, a guard releases in the background, and a client drops
-        // without a panic.
+        // Unlocked inside a runtime, a guard is refused and released in the background;
+        // dropped inside a runtime, it releases in the background too; the client drops
+        // without a panic, its runtime finishing those releases first.
+        let permit = c
+            .semaphore("in-async", 1)
+            .expect("name")
+            .acquire()
+            .expect("permit");
         let async_mutex = async_client.mutex("in-async").expect("name");
+        let async_semaphore = async_client.semaphore("in-async", 1).expect("name");
         runtime.block_on(async move {
+            assert!(matches!(permit.release(), Err(Error::BlockingInAsync)));
             drop(outside);
             drop(c);
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
-                match async_mutex.try_lock().await {
-                    Ok(guard) => break guard.unlock().await.expect("unlock"),
-                    Err(Error::Held { .. }) if Instant::now() < deadline => {
+                match (
+                    async_mutex.try_lock().await,
+                    async_semaphore.try_acquire().await,
+                ) {
+                    (Ok(guard), Ok(permit)) => {
+                        guard.unlock().await.expect("unlock");
+                        break permit.release().await.expect("release");
+                    }
+                    (Err(Error::Held { .. }), _) | (_, Err(Error::Held { .. }))
+                        if Instant::now() < deadline =>
+                    {
                         tokio::time::sleep(ms(20)).await;
                     }
                     other => panic!("not released in the background: {other:?}"),
