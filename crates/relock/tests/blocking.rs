@@ -465,6 +465,13 @@ fn a_semaphore_bounds_threads_to_its_permits() {
     });
 }
 
+/// How many wait in line for the fair mutex `name`.
+fn queued(client: &Client, name: &str) -> usize {
+    let info = client.locks_named(name).expect("inspect");
+    let queued = info.first().and_then(|lock| lock.queued).unwrap_or(0);
+    usize::try_from(queued).expect("a small line")
+}
+
 #[test]
 fn a_fair_mutex_serves_waiting_threads_in_arrival_order() {
     const WAITERS: usize = 3;
@@ -484,7 +491,11 @@ fn a_fair_mutex_serves_waiting_threads_in_arrival_order() {
                     guard.unlock().expect("unlock");
                 });
                 // Each takes its place in line before the next arrives.
-                thread::sleep(ms(300));
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while queued(&c, "ticket-counter") < i + 1 {
+                    assert!(Instant::now() < deadline, "waiter {i} never took its place");
+                    thread::sleep(ms(10));
+                }
                 waiter
             })
             .collect();
