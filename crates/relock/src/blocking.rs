@@ -13,8 +13,10 @@
 //! in `spawn_blocking` too) returns [`Error::BlockingInAsync`](crate::Error::BlockingInAsync)
 //! instead of blocking. Use the async API there.
 //!
-//! Dropping a guard releases the lock before `drop` returns (ignoring errors: a release that
-//! cannot reach Redis leaves the lock to end with its lease). Dropped inside a runtime, it
+//! Dropping a guard releases the lock before `drop` returns, ignoring errors: when Redis does
+//! not answer, the drop returns after the few resends an `unlock` makes (each bounded by the
+//! client's [`response_timeout`](crate::ClientOptions::response_timeout)) and the lock ends
+//! with its lease. Dropped inside a runtime, it
 //! releases in the background instead, as an async guard does. The runtime shuts down when
 //! the client and every handle and guard made from it are dropped.
 //!

@@ -235,6 +235,32 @@ fn dropping_a_guard_frees_the_lock_before_drop_returns() {
 }
 
 #[test]
+fn dropping_a_guard_while_redis_is_paused_returns_in_bounded_time() {
+    within(Duration::from_secs(30), || {
+        let server = RedisServer::start();
+        let options = ClientOptions::default().response_timeout(ms(200));
+        let c = client_with(&server, options);
+        let guard = c.mutex("paused").expect("name").lock().expect("lock");
+        server.pause();
+        let started = Instant::now();
+        drop(guard);
+        let took = started.elapsed();
+        server.resume();
+        assert!(took < Duration::from_secs(5), "the drop took {took:?}");
+        // The client goes on working once Redis answers again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mutex = c.mutex("other").expect("name");
+        loop {
+            match mutex.try_lock() {
+                Ok(guard) => break guard.unlock().expect("unlock"),
+                Err(e) if e.is_unavailable() && Instant::now() < deadline => thread::sleep(ms(50)),
+                Err(e) => panic!("after the pause: {e}"),
+            }
+        }
+    });
+}
+
+#[test]
 fn handles_and_guards_outlive_their_client() {
     within(Duration::from_secs(20), || {
         let server = RedisServer::start();
