@@ -16,9 +16,9 @@
 //! Dropping a guard releases the lock before `drop` returns, ignoring errors: when Redis does
 //! not answer, the drop returns after the few resends an `unlock` makes (each bounded by the
 //! client's [`response_timeout`](crate::ClientOptions::response_timeout)) and the lock ends
-//! with its lease. Dropped inside a runtime, it
-//! releases in the background instead, as an async guard does. The runtime shuts down when
-//! the client and every handle and guard made from it are dropped.
+//! with its lease. Dropped inside a runtime, a guard releases in the background instead, on
+//! the client's runtime. That runtime shuts down when the client and every handle and guard
+//! made from it are dropped, after giving the releases still under way a second to finish.
 //!
 //! # Examples
 //!
