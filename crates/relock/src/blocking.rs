@@ -13,10 +13,12 @@
 //! in `spawn_blocking` too) returns [`Error::BlockingInAsync`](crate::Error::BlockingInAsync)
 //! instead of blocking. Use the async API there.
 //!
-//! Dropping a guard releases the lock before `drop` returns (ignoring errors: a release that
-//! cannot reach Redis leaves the lock to end with its lease). Dropped inside a runtime, it
-//! releases in the background instead, as an async guard does. The runtime shuts down when
-//! the client and every handle and guard made from it are dropped.
+//! Dropping a guard releases the lock before `drop` returns, ignoring errors: when Redis does
+//! not answer, the drop returns after the few resends an `unlock` makes (each bounded by the
+//! client's [`response_timeout`](crate::ClientOptions::response_timeout)) and the lock ends
+//! with its lease. Dropped inside a runtime, a guard releases in the background instead, on
+//! the client's runtime. That runtime shuts down when the client and every handle and guard
+//! made from it are dropped, after giving the releases still under way a second to finish.
 //!
 //! # Examples
 //!
@@ -49,11 +51,21 @@
 //! ```
 
 mod client;
+mod fair;
+mod multi;
 mod mutex;
+mod reentrant;
 mod runtime;
+mod rwlock;
+mod semaphore;
 
 pub use client::Client;
+pub use fair::{FairMutex, FairMutexGuard};
+pub use multi::{MultiMutex, MultiMutexGuard};
 pub use mutex::{Mutex, MutexGuard};
+pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};
 
 /// The methods every blocking guard shares: validity, the lost signal, extension.
 macro_rules! guard_methods {
@@ -142,5 +154,16 @@ mod tests {
         is_send_sync::<super::Client>();
         is_send_sync::<super::Mutex>();
         is_send_sync::<super::MutexGuard>();
+        is_send_sync::<super::ReentrantMutex>();
+        is_send_sync::<super::ReentrantMutexGuard>();
+        is_send_sync::<super::RwLock>();
+        is_send_sync::<super::RwLockReadGuard>();
+        is_send_sync::<super::RwLockWriteGuard>();
+        is_send_sync::<super::Semaphore>();
+        is_send_sync::<super::SemaphorePermit>();
+        is_send_sync::<super::FairMutex>();
+        is_send_sync::<super::FairMutexGuard>();
+        is_send_sync::<super::MultiMutex>();
+        is_send_sync::<super::MultiMutexGuard>();
     }
 }

@@ -6,9 +6,13 @@ use std::sync::Arc;
 use redis::IntoConnectionInfo;
 
 use super::runtime::Runtime;
-use super::Mutex;
+use super::{FairMutex, MultiMutex, Mutex, ReentrantMutex, RwLock, Semaphore};
 use crate::error::Result;
+use crate::inspect::LockInfo;
 use crate::options::{ClientOptions, MutexOptions};
+use crate::reentrant::Holder;
+use crate::rwlock::RwLockOptions;
+use crate::semaphore::SemaphoreOptions;
 use crate::sentinel::SentinelOptions;
 
 /// A connection to Redis for blocking code, and the runtime its background work runs on.
@@ -291,6 +295,373 @@ impl Client {
     ) -> Result<Mutex> {
         let mutex = self.client.mutex_with_options(name, options)?;
         Ok(Mutex::new(mutex, self.runtime()))
+    }
+
+    /// A new owner with a random id, for reentrant and read-write locks:
+    /// [`relock::Client::holder`](crate::Client::holder).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Entropy`](crate::Error::Entropy) when the operating system's random number
+    /// generator fails.
+    ///
+    /// # Examples
+    ///
+    /// See [`ReentrantMutex`].
+    pub fn holder(&self) -> Result<Holder> {
+        self.client.holder()
+    }
+
+    /// The owner named `id` within this client:
+    /// [`relock::Client::holder_named`](crate::Client::holder_named).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) when `id` is empty, longer than
+    /// 128 bytes, or contains `:`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// let worker = client.holder_named("worker-3")?;
+    /// assert_eq!(worker.id(), "worker-3");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn holder_named(&self, id: impl AsRef<str>) -> Result<Holder> {
+        self.client.holder_named(id)
+    }
+
+    /// A reentrant mutex named `name`:
+    /// [`relock::Client::reentrant_mutex`](crate::Client::reentrant_mutex).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`ReentrantMutex`].
+    pub fn reentrant_mutex(&self, name: impl AsRef<[u8]>) -> Result<ReentrantMutex> {
+        self.reentrant_mutex_with_options(name, MutexOptions::default())
+    }
+
+    /// A reentrant mutex with its own options. See [`Client::reentrant_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::reentrant_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::MutexOptions;
+    ///
+    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(5));
+    /// let lock = client.reentrant_mutex_with_options("ledger", options)?;
+    /// # let _ = lock;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reentrant_mutex_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<ReentrantMutex> {
+        let lock = self.client.reentrant_mutex_with_options(name, options)?;
+        Ok(ReentrantMutex::new(lock, self.runtime()))
+    }
+
+    /// A read-write lock named `name`: [`relock::Client::rwlock`](crate::Client::rwlock).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
+        self.rwlock_with_options(name, RwLockOptions::default())
+    }
+
+    /// A read-write lock with its own options. See [`Client::rwlock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::rwlock`]; [`Error::InvalidOption`](crate::Error::InvalidOption) for a
+    /// lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// use relock::RwLockOptions;
+    ///
+    /// let lock = client.rwlock_with_options("catalog", RwLockOptions::default().writer_preference(false))?;
+    /// # let _ = lock;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rwlock_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: RwLockOptions,
+    ) -> Result<RwLock> {
+        let lock = self.client.rwlock_with_options(name, options)?;
+        Ok(RwLock::new(lock, self.runtime()))
+    }
+
+    /// A semaphore named `name` with `permits` permits in all:
+    /// [`relock::Client::semaphore`](crate::Client::semaphore).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for zero permits;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`Semaphore`].
+    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
+        self.semaphore_with_options(name, permits, SemaphoreOptions::default())
+    }
+
+    /// A semaphore with its own options. See [`Client::semaphore`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::semaphore`], and for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::SemaphoreOptions;
+    ///
+    /// let options = SemaphoreOptions::default().wait_timeout(Duration::from_secs(5));
+    /// let exports = client.semaphore_with_options("exports", 3, options)?;
+    /// # let _ = exports;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn semaphore_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        permits: u32,
+        options: SemaphoreOptions,
+    ) -> Result<Semaphore> {
+        let semaphore = self.client.semaphore_with_options(name, permits, options)?;
+        Ok(Semaphore::new(semaphore, self.runtime()))
+    }
+
+    /// A fair mutex named `name`, whose waiters are served in order:
+    /// [`relock::Client::fair_mutex`](crate::Client::fair_mutex).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`FairMutex`].
+    pub fn fair_mutex(&self, name: impl AsRef<[u8]>) -> Result<FairMutex> {
+        self.fair_mutex_with_options(name, MutexOptions::default())
+    }
+
+    /// A fair mutex with its own options. See [`Client::fair_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::fair_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::MutexOptions;
+    ///
+    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(30));
+    /// let counter = client.fair_mutex_with_options("ticket-counter", options)?;
+    /// # let _ = counter;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fair_mutex_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<FairMutex> {
+        let mutex = self.client.fair_mutex_with_options(name, options)?;
+        Ok(FairMutex::new(mutex, self.runtime()))
+    }
+
+    /// A lock of several names at once:
+    /// [`relock::Client::multi_mutex`](crate::Client::multi_mutex).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for no names, more than
+    /// [`MAX_MULTI_NAMES`](crate::MAX_MULTI_NAMES) names, or an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`MultiMutex`].
+    pub fn multi_mutex<I>(&self, names: I) -> Result<MultiMutex>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.multi_mutex_with_options(names, MutexOptions::default())
+    }
+
+    /// A lock of several names with its own options. See [`Client::multi_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::multi_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::{Lease, MutexOptions};
+    ///
+    /// let options = MutexOptions::default().lease(Lease::Renewed(Duration::from_secs(5)));
+    /// let transfer = client.multi_mutex_with_options(["account:17", "account:42"], options)?;
+    /// # let _ = transfer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn multi_mutex_with_options<I>(&self, names: I, options: MutexOptions) -> Result<MultiMutex>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let mutex = self.client.multi_mutex_with_options(names, options)?;
+        Ok(MultiMutex::new(mutex, self.runtime()))
+    }
+
+    /// The locks of every kind held now whose names match `pattern`, a Redis glob:
+    /// [`relock::Client::locks`](crate::Client::locks), blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client;
+    /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// use relock::LockKind;
+    ///
+    /// let options = relock::ClientOptions::default().holder_label("billing-7");
+    /// let client = relock::blocking::Client::connect_with_options(url.as_str(), options)?;
+    /// let guard = client.mutex("invoices:2026-11")?.lock()?;
+    /// let permit = client.semaphore("invoices:pdf", 4)?.acquire()?;
+    /// let held = client.locks("invoices:*")?;
+    /// assert_eq!(held[0].name, "invoices:2026-11");
+    /// assert_eq!(held[0].holder.as_deref(), Some("billing-7"));
+    /// assert_eq!(held[0].fence, Some(guard.fence()));
+    /// assert_eq!(held[1].kind, LockKind::Semaphore);
+    /// # guard.unlock()?;
+    /// # permit.release()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.runtime.block_on(self.client.locks(pattern))?
+    }
+
+    /// The locks of every kind held now under exactly `name`:
+    /// [`relock::Client::locks_named`](crate::Client::locks_named), blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an unusable name; otherwise as
+    /// [`Client::locks`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// for lock in client.locks_named("catalog")? {
+    ///     println!("{}: {} holds", lock.kind, lock.holds);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn locks_named(&self, name: impl AsRef<[u8]>) -> Result<Vec<LockInfo>> {
+        self.runtime.block_on(self.client.locks_named(name))?
+    }
+
+    /// The mutex `name` if it is held now:
+    /// [`relock::Client::lock_info`](crate::Client::lock_info), blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an unusable name;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+    /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// assert!(client.lock_info("report")?.is_none());
+    /// let guard = client.mutex("report")?.lock()?;
+    /// let info = client.lock_info("report")?.expect("held");
+    /// assert!(info.remaining.is_some());
+    /// # guard.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock_info(&self, name: impl AsRef<[u8]>) -> Result<Option<LockInfo>> {
+        self.runtime.block_on(self.client.lock_info(name))?
+    }
+
+    /// Releases every lock held under `name`, of every kind, whoever holds it, wakes their
+    /// waiters, and returns what was removed:
+    /// [`relock::Client::force_unlock`](crate::Client::force_unlock), blocking. A holder that is
+    /// still alive learns it lost the lock at its next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an unusable name; otherwise as
+    /// [`Client::locks`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(client: relock::blocking::Client) -> Result<(), relock::Error> {
+    /// let removed = client.force_unlock("nightly")?;
+    /// println!("removed {} locks", removed.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn force_unlock(&self, name: impl AsRef<[u8]>) -> Result<Vec<LockInfo>> {
+        self.runtime.block_on(self.client.force_unlock(name))?
     }
 
     /// This client's random identity (128 bits from the OS, as 22 characters).

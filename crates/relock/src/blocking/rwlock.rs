@@ -1,0 +1,279 @@
+//! The blocking read-write lock and its guards.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::guard_methods;
+use super::runtime::{async_guard, Held, Runtime};
+use crate::error::Result;
+use crate::options::Lease;
+use crate::reentrant::Holder;
+use crate::token::Fence;
+
+/// A distributed read-write lock for blocking code: many readers or one writer at a time for
+/// a name, across every process that uses the same Redis.
+///
+/// The blocking counterpart of [`relock::RwLock`](crate::RwLock): holds are taken for a
+/// [`Holder`], each with its own guard and lease; a holder may read while it writes, and a
+/// waiting writer keeps new readers out when the lock prefers writers (the default).
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), relock::Error> {
+/// # let server = relock_testkit::RedisServer::start();
+/// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+/// let lock = client.rwlock("catalog")?;
+/// let (alice, bob) = (client.holder()?, client.holder()?);
+/// let a = lock.read(&alice)?;
+/// let b = lock.read(&bob)?; // readers share the lock
+/// assert!(lock.try_write(&client.holder()?).is_err());
+/// a.unlock()?;
+/// b.unlock()?;
+/// lock.try_write(&alice)?.unlock()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    lock: crate::RwLock,
+    runtime: Arc<Runtime>,
+}
+
+impl RwLock {
+    pub(crate) fn new(lock: crate::RwLock, runtime: Arc<Runtime>) -> Self {
+        RwLock { lock, runtime }
+    }
+
+    /// The lock's name (lossily decoded where it is not UTF-8).
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The lease each hold of this lock gets.
+    pub fn lease(&self) -> Lease {
+        self.lock.lease()
+    }
+
+    /// Blocks until `holder` has a read hold, or until the lock's wait timeout if it has one,
+    /// as [`relock::RwLock::read`](crate::RwLock::read) does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis
+    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+    /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub fn read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+        let guard = self.runtime.block_on(self.lock.read(holder))??;
+        Ok(self.read_guard(guard))
+    }
+
+    /// Blocks at most `timeout` for a read hold. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as
+    /// [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(lock: relock::blocking::RwLock, me: relock::Holder) -> Result<(), relock::Error> {
+    /// let guard = lock.read_timeout(&me, std::time::Duration::from_secs(2))?;
+    /// guard.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockReadGuard> {
+        let guard = self
+            .runtime
+            .block_on(self.lock.read_timeout(holder, timeout))??;
+        Ok(self.read_guard(guard))
+    }
+
+    /// Tries once to take a read hold for `holder`, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Held`](crate::Error::Held) when another owner writes, or a writer with
+    /// preference waits; otherwise as [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub fn try_read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+        let guard = self.runtime.block_on(self.lock.try_read(holder))??;
+        Ok(self.read_guard(guard))
+    }
+
+    /// Blocks until `holder` has the write hold, or until the lock's wait timeout if it has
+    /// one, as [`relock::RwLock::write`](crate::RwLock::write) does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) when `holder` holds a read hold
+    /// (it would wait for itself); otherwise as [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("prices")?;
+    /// let reader = lock.read(&client.holder()?)?;
+    /// let writer = std::thread::spawn({
+    ///     let lock = lock.clone();
+    ///     let me = client.holder()?;
+    ///     move || lock.write(&me).map(|guard| guard.fence())
+    /// });
+    /// let before = reader.fence();
+    /// reader.unlock()?; // lets the writer in
+    /// assert!(writer.join().expect("no panic")? > before);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+        let guard = self.runtime.block_on(self.lock.write(holder))??;
+        Ok(self.write_guard(guard))
+    }
+
+    /// Blocks at most `timeout` for the write hold. See [`RwLock::write`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as
+    /// [`RwLock::write`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(lock: relock::blocking::RwLock, me: relock::Holder) -> Result<(), relock::Error> {
+    /// let guard = lock.write_timeout(&me, std::time::Duration::from_secs(2))?;
+    /// guard.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockWriteGuard> {
+        let guard = self
+            .runtime
+            .block_on(self.lock.write_timeout(holder, timeout))??;
+        Ok(self.write_guard(guard))
+    }
+
+    /// Tries once to take the write hold for `holder`, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Held`](crate::Error::Held) when another owner holds the lock; otherwise as
+    /// [`RwLock::write`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub fn try_write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+        let guard = self.runtime.block_on(self.lock.try_write(holder))??;
+        Ok(self.write_guard(guard))
+    }
+
+    fn read_guard(&self, guard: crate::RwLockReadGuard) -> RwLockReadGuard {
+        RwLockReadGuard {
+            held: Held::new(guard, Arc::clone(&self.runtime)),
+        }
+    }
+
+    fn write_guard(&self, guard: crate::RwLockWriteGuard) -> RwLockWriteGuard {
+        RwLockWriteGuard {
+            held: Held::new(guard, Arc::clone(&self.runtime)),
+        }
+    }
+}
+
+impl fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("blocking::RwLock").field(&self.lock).finish()
+    }
+}
+
+/// Proof of one read hold of a blocking [`RwLock`], with its own lease and fencing token.
+///
+/// Give it back with [`unlock`](RwLockReadGuard::unlock) to learn whether it was still held.
+/// Dropping the guard gives the hold back before `drop` returns, ignoring errors; the
+/// owner's other holds are untouched.
+///
+/// # Examples
+///
+/// See [`RwLock`].
+#[must_use = "dropping the guard gives its hold back right away"]
+pub struct RwLockReadGuard {
+    held: Held<crate::RwLockReadGuard>,
+}
+
+/// Proof of the write hold of a blocking [`RwLock`], with its own lease and fencing token.
+///
+/// Give it back with [`unlock`](RwLockWriteGuard::unlock) to learn whether it was still held.
+/// Dropping the guard gives the hold back before `drop` returns, ignoring errors; the
+/// owner's other holds, read holds taken while writing included, are untouched.
+///
+/// # Examples
+///
+/// See [`RwLock::write`].
+#[must_use = "dropping the guard gives its hold back right away"]
+pub struct RwLockWriteGuard {
+    held: Held<crate::RwLockWriteGuard>,
+}
+
+async_guard!(crate::RwLockReadGuard, unlock);
+async_guard!(crate::RwLockWriteGuard, unlock);
+
+/// The methods of one kind of hold.
+macro_rules! hold_methods {
+    ($guard:ident, $hold:literal, $what:literal) => {
+        impl $guard {
+            #[doc = concat!("The fencing token of this ", $hold, " hold (see [`relock::RwLock`](crate::RwLock), Fencing).")]
+            pub fn fence(&self) -> Fence {
+                self.held.guard().fence()
+            }
+
+            /// The lock's name.
+            pub fn name(&self) -> &str {
+                self.held.guard().name()
+            }
+
+            #[doc = concat!("Gives this ", $hold, " hold back and reports whether it was still held until then.")]
+            ///
+            /// # Errors
+            ///
+            /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold had already expired;
+            /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio
+            /// runtime, where the hold is given back in the background instead.
+            ///
+            /// # Examples
+            ///
+            /// See [`RwLock`].
+            pub fn unlock(self) -> Result<()> {
+                self.held.release()
+            }
+        }
+
+        guard_methods!($guard, $what);
+
+        impl fmt::Debug for $guard {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(concat!("blocking::", stringify!($guard)))
+                    .field(self.held.guard())
+                    .finish()
+            }
+        }
+    };
+}
+
+hold_methods!(RwLockReadGuard, "read", "read hold");
+hold_methods!(RwLockWriteGuard, "write", "write hold");
