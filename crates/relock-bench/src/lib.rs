@@ -89,5 +89,11 @@ pub fn redis_server_version() -> String {
 
 /// The workspace's `bench/` folder, where results and installed peers live by default.
 pub fn bench_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench")
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // crates/relock-bench sits two levels below the workspace root.
+    crate_dir
+        .ancestors()
+        .nth(2)
+        .unwrap_or(crate_dir)
+        .join("bench")
 }

@@ -432,6 +432,7 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Market> {
         "listed",
         "bought",
         "purchase retries",
+        "retries/purchase",
         "mean ms",
         "p99 ms",
         "ops per 60 s",
@@ -446,6 +447,10 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Market> {
             run.listed.to_string(),
             run.bought.to_string(),
             run.purchase_retries.to_string(),
+            format!(
+                "{:.2}",
+                run.purchase_retries as f64 / run.bought.max(1) as f64
+            ),
             ms(run.purchase_latency.mean_ms),
             ms(run.purchase_latency.p99_ms),
             format!("{:.0}", run.operations_per_60s),

@@ -68,13 +68,22 @@ pub async fn measure(settings: &Settings) -> Result<Uncontended> {
     let client = relock::Client::connect(url.as_str()).await?;
     let limit_conn = redisinfo::connect(&url).await?;
     let mut rows = Vec::new();
+    let round = settings.duration / ROUNDS;
     for &tasks in &settings.tasks {
-        redisinfo::reset_stats(&mut admin).await?;
-        let relock = relock_cycles(&client, tasks, settings.duration).await?;
-        let relock = throughput(relock, &mut admin).await?;
-        redisinfo::reset_stats(&mut admin).await?;
-        let limit = limit_cycles(&limit_conn, tasks, relock.cycles).await?;
-        let limit = throughput(limit, &mut admin).await?;
+        let (mut relock, mut relock_calls) = (Cycles::default(), 0);
+        let (mut limit, mut limit_calls) = (Cycles::default(), 0);
+        // Rounds that alternate, so that a change of load on the machine weighs on both sides.
+        for _ in 0..ROUNDS {
+            redisinfo::reset_stats(&mut admin).await?;
+            let done = relock_cycles(&client, tasks, round).await?;
+            relock_calls += redisinfo::total_calls(&mut admin).await?;
+            redisinfo::reset_stats(&mut admin).await?;
+            limit.add(limit_cycles(&limit_conn, tasks, done.count).await?);
+            limit_calls += redisinfo::total_calls(&mut admin).await?;
+            relock.add(done);
+        }
+        let relock = throughput(relock, relock_calls);
+        let limit = throughput(limit, limit_calls);
         let ratio = relock.cycles_per_sec / limit.cycles_per_sec.max(f64::MIN_POSITIVE);
         rows.push(UncontendedRow {
             tasks,
@@ -105,25 +114,37 @@ pub async fn relock_throughput(
     let mut admin = redisinfo::connect(url).await?;
     redisinfo::reset_stats(&mut admin).await?;
     let cycles = relock_cycles(client, tasks, duration).await?;
-    throughput(cycles, &mut admin).await
+    let commands = redisinfo::total_calls(&mut admin).await?;
+    Ok(throughput(cycles, commands))
 }
 
+/// Alternating rounds of relock and of the limit in each measurement.
+const ROUNDS: u32 = 5;
+
 /// What a batch of tasks did: cycles, time taken, latencies.
+#[derive(Default)]
 struct Cycles {
     count: u64,
     elapsed: Duration,
     latencies: Latencies,
 }
 
-async fn throughput(cycles: Cycles, admin: &mut MultiplexedConnection) -> Result<Throughput> {
-    let commands = redisinfo::total_calls(admin).await?;
+impl Cycles {
+    fn add(&mut self, other: Cycles) {
+        self.count += other.count;
+        self.elapsed += other.elapsed;
+        self.latencies.merge(&other.latencies);
+    }
+}
+
+fn throughput(cycles: Cycles, commands: u64) -> Throughput {
     let count = cycles.count.max(1) as f64;
-    Ok(Throughput {
+    Throughput {
         cycles: cycles.count,
         cycles_per_sec: cycles.count as f64 / cycles.elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
         commands_per_cycle: commands as f64 / count,
         cycle_latency: cycles.latencies.summary(),
-    })
+    }
 }
 
 async fn relock_cycles(
@@ -259,12 +280,11 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
         run: settings.run_info.clone(),
         results: results.clone(),
         tables: vec![("Uncontended lock+unlock cycles".to_owned(), table)],
-        notes: vec![
+        notes: vec![format!(
             "limit: the same number of cycles as relock did, as bare SET NX PX and \
-             compare-and-delete script round trips on one multiplexed connection, like \
-             relock's one command connection"
-                .to_owned(),
-        ],
+                 compare-and-delete script round trips on one multiplexed connection, like \
+                 relock's one command connection; {ROUNDS} alternating rounds of each"
+        )],
     };
     let chart = Chart {
         title: "Uncontended lock+unlock cycles per second (higher is better)".to_owned(),
