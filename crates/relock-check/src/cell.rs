@@ -62,7 +62,7 @@ pub struct CellConfig {
 /// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
 /// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
 /// outlive a failover at all.
-pub const SENTINEL_LEASE: Duration = Duration::from_secs(5);
+pub const SENTINEL_LEASE: Duration = Duration::from_secs(8);
 
 impl CellConfig {
     /// The lease the run uses.

@@ -27,15 +27,20 @@ pub enum Fault {
     /// forwarding in both directions) between its read and its write, for longer than the
     /// lease; the resource stays reachable.
     Partition,
-    /// The lock's Redis is killed and restarted without persistence while the lock is in use.
+    /// The lock's Redis is killed and restarted without persistence while a holder is inside:
+    /// from just before the restart, each worker's next section lasts 80% of the lease (within
+    /// it, so a lock that survives the restart keeps the others out).
     Restart,
     /// The same, with `appendonly yes` and `appendfsync always`.
     RestartAof,
-    /// RedLock: two of the five masters are killed and stay down.
+    /// RedLock: two of the five masters are killed and stay down, while a holder is inside (as
+    /// for [`Fault::Restart`]).
     MinorityKill,
-    /// RedLock: two of the five masters are paused (SIGSTOP) longer than the lease, then resumed.
+    /// RedLock: two of the five masters are paused (SIGSTOP) longer than the lease, then
+    /// resumed, while a holder is inside.
     MinorityPause,
-    /// RedLock: two of the five masters are killed and restarted at once, without persistence.
+    /// RedLock: two of the five masters are killed and restarted at once, without persistence,
+    /// while a holder is inside.
     MinorityRestart,
     /// Sentinel: the replica stops for 300 ms and its link is dropped (replication is
     /// asynchronous, so the grants made meanwhile exist on the master only), the master is
@@ -78,14 +83,6 @@ impl Fault {
         }
     }
 
-    /// Whether a worker injects it into its own critical section.
-    pub fn is_in_worker(self) -> bool {
-        matches!(
-            self,
-            Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition
-        )
-    }
-
     /// Whether the fault makes sense for `strategy`: the minority faults need several masters,
     /// a single server's restart has the minority restart as its RedLock counterpart, and a
     /// Sentinel deployment is there for its failover.
@@ -112,6 +109,9 @@ impl fmt::Display for Fault {
 /// How long the replica stays stopped in a failover: shorter than the sentinels' 500 ms
 /// down-after, so that they still promote it.
 pub const REPLICA_LAG: Duration = Duration::from_millis(300);
+
+/// How long before a server fault workers start holding their sections long.
+pub const HOLD_LEAD: Duration = Duration::from_millis(100);
 
 /// How long workers stand back from the lock around the replica's stop in a failover: the lock
 /// is then free, and known free by the replica, when the replica stops (a release the replica
@@ -218,7 +218,7 @@ impl FaultPlan {
                 }
             }
             Fault::Failover => {
-                let when = at(rng, 0.15, 0.25);
+                let when = at(rng, 0.15, 0.25).max(FAILOVER_QUIET);
                 // Workers stand back from the lock from 200 ms before the replica stops to
                 // 100 ms after (see `FAILOVER_QUIET`), then hold long.
                 let quiet_from = when.saturating_sub(FAILOVER_QUIET * 2 / 3);
@@ -229,6 +229,20 @@ impl FaultPlan {
                     (when + REPLICA_LAG, ServerAction::ResumeReplica),
                 ]);
             }
+        }
+        if matches!(
+            fault,
+            Fault::Restart
+                | Fault::RestartAof
+                | Fault::MinorityKill
+                | Fault::MinorityPause
+                | Fault::MinorityRestart
+        ) {
+            // Each worker holds its next section long from just before the first server fault,
+            // so that a holder is inside, within its lease, while the servers fail.
+            let first = plan.server_actions.iter().map(|(at, _)| *at).min();
+            let hold_from = first.map(|at| at.saturating_sub(HOLD_LEAD));
+            plan.worker_faults = vec![hold_from; workers];
         }
         plan
     }

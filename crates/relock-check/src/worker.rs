@@ -190,9 +190,16 @@ async fn critical_section(
             // section goes on meanwhile, without renewals.
             tokio::time::sleep(args.lease() * 5 / 2).await;
         }
-        // Part of the failover's scenario rather than a fault of its own: a holder that stays
-        // inside, within its lease, while the deployment changes master.
-        Some(Fault::Failover) => tokio::time::sleep(args.lease() * 4 / 5).await,
+        // Part of a server fault's scenario rather than a fault of its own: a holder that stays
+        // inside, within its lease, while the servers fail.
+        Some(
+            Fault::Restart
+            | Fault::RestartAof
+            | Fault::MinorityKill
+            | Fault::MinorityPause
+            | Fault::MinorityRestart
+            | Fault::Failover,
+        ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
     tokio::time::sleep(args.work()).await;
