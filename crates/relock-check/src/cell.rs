@@ -62,7 +62,7 @@ pub struct CellConfig {
 /// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
 /// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
 /// outlive a failover at all.
-pub const SENTINEL_LEASE: Duration = Duration::from_secs(8);
+pub const SENTINEL_LEASE: Duration = Duration::from_secs(10);
 
 impl CellConfig {
     /// The lease the run uses.
@@ -119,7 +119,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         )));
     }
     let resource = RedisServer::start();
-    let mut lock_servers = LockServers::start(config.strategy, config.fault);
+    let mut lock_servers = LockServers::start(config.strategy, config.fault)?;
     let plan = FaultPlan::draw(
         config.fault,
         config.workers,
@@ -151,6 +151,36 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         Vec::new()
     };
     let mut workers = WorkerSet::spawn(config, &base, &plan, &links)?;
+    let server_faults = drive(
+        config,
+        start,
+        &plan,
+        &mut lock_servers,
+        &mut workers,
+        &links,
+    )?;
+    let failures = workers.finish();
+    let counter = final_counter(&resource.url())?;
+    Ok(CellResult {
+        strategy: config.strategy,
+        fault: config.fault,
+        seed: config.seed,
+        measurement: analyse(&workers.histories, counter, server_faults),
+        worker_failures: failures,
+    })
+}
+
+/// Carries out the run from the checker's side until every worker is done (or the hard
+/// deadline passes): applies the server actions when due, cuts and heals links, resumes paused
+/// workers, and records every event. Returns how many faults it injected on the servers.
+fn drive(
+    config: &CellConfig,
+    start: Instant,
+    plan: &FaultPlan,
+    lock_servers: &mut LockServers,
+    workers: &mut WorkerSet,
+    links: &[Vec<Proxy>],
+) -> Result<usize> {
     let hard_deadline =
         start + config.duration + config.acquire_timeout() + config.stall() + STRAGGLER_GRACE;
     let mut actions = plan.server_actions.iter().peekable();
@@ -163,14 +193,14 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
             break;
         }
         for &(_, index) in heals.iter().filter(|(at, _)| *at <= now) {
-            heal(&workers, &links, index)?;
+            heal(workers, links, index)?;
         }
         heals.retain(|(at, _)| *at > now);
         while let Some((_, action)) = actions.next_if(|(at, _)| start + *at <= now) {
             if action.is_fault() {
                 server_faults += 1;
             }
-            lock_servers.apply(action);
+            lock_servers.apply(action)?;
         }
         let next_wake = heals
             .iter()
@@ -193,17 +223,9 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         }
     }
     for (_, index) in heals {
-        heal(&workers, &links, index)?;
+        heal(workers, links, index)?;
     }
-    let failures = workers.finish();
-    let counter = final_counter(&resource.url())?;
-    Ok(CellResult {
-        strategy: config.strategy,
-        fault: config.fault,
-        seed: config.seed,
-        measurement: analyse(&workers.histories, counter, server_faults),
-        worker_failures: failures,
-    })
+    Ok(server_faults)
 }
 
 /// Ends what was done to worker `index`: resumes it, and heals its links.
@@ -218,33 +240,38 @@ fn heal(workers: &WorkerSet, links: &[Vec<Proxy>], index: usize) -> Result<()> {
 enum LockServers {
     /// One server, or RedLock's independent masters.
     Masters(Vec<RedisServer>),
-    /// A Sentinel deployment.
-    Sentinel(Box<SentinelGroup>),
+    /// A Sentinel deployment, and a connection to its first master opened in advance, so that
+    /// dropping the replica's link takes one round trip, not a `redis-cli` process.
+    Sentinel(Box<SentinelGroup>, redis::Connection),
 }
 
 impl LockServers {
-    fn start(strategy: Strategy, fault: Fault) -> LockServers {
+    fn start(strategy: Strategy, fault: Fault) -> Result<LockServers> {
         let options = if fault == Fault::RestartAof {
             ServerOptions::default().aof_always()
         } else {
             ServerOptions::default()
         };
-        match strategy.deployment() {
+        Ok(match strategy.deployment() {
             Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
             Deployment::Redlock => LockServers::Masters(
                 (0..REDLOCK_MASTERS)
                     .map(|_| RedisServer::start_with(options.clone()))
                     .collect(),
             ),
-            Deployment::Sentinel => LockServers::Sentinel(Box::new(SentinelGroup::start())),
-        }
+            Deployment::Sentinel => {
+                let group = SentinelGroup::start();
+                let master = redis::Client::open(group.node(0).url())?.get_connection()?;
+                LockServers::Sentinel(Box::new(group), master)
+            }
+        })
     }
 
     /// What workers connect to: the masters, or the sentinels.
     fn urls(&self) -> Vec<String> {
         match self {
             LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
-            LockServers::Sentinel(group) => group.sentinel_urls(),
+            LockServers::Sentinel(group, _) => group.sentinel_urls(),
         }
     }
 
@@ -268,11 +295,11 @@ impl LockServers {
     fn service(&self) -> Option<String> {
         match self {
             LockServers::Masters(_) => None,
-            LockServers::Sentinel(group) => Some(group.service_name().to_owned()),
+            LockServers::Sentinel(group, _) => Some(group.service_name().to_owned()),
         }
     }
 
-    fn apply(&mut self, action: &ServerAction) {
+    fn apply(&mut self, action: &ServerAction) -> Result<()> {
         match (self, action) {
             (LockServers::Masters(servers), ServerAction::Restart(nodes))
             | (LockServers::Masters(servers), ServerAction::Kill(nodes))
@@ -292,18 +319,27 @@ impl LockServers {
             }
             // The plan stops the replica and kills the master before any failover, so the
             // nodes still have their first roles; no round trip to the sentinels delays them.
-            (LockServers::Sentinel(group), ServerAction::PauseReplica) => {
+            (LockServers::Sentinel(group, master), ServerAction::PauseReplica) => {
                 group.node(1).pause();
                 // A stopped process still receives what the kernel buffers for it: drop the
                 // link on the master too, so that nothing granted from now on reaches the
                 // replica (it cannot reconnect while stopped).
-                group.node(0).client_kill(&["TYPE", "replica"]);
+                redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("replica")
+                    .query::<i64>(master)?;
             }
-            (LockServers::Sentinel(group), ServerAction::ResumeReplica) => group.node(1).resume(),
-            (LockServers::Sentinel(group), ServerAction::KillMaster) => group.node_mut(0).kill9(),
+            (LockServers::Sentinel(group, _), ServerAction::ResumeReplica) => {
+                group.node(1).resume();
+            }
+            (LockServers::Sentinel(group, _), ServerAction::KillMaster) => {
+                group.node_mut(0).kill9();
+            }
             // An action for another deployment: the plan never draws one.
             _ => {}
         }
+        Ok(())
     }
 }
 
