@@ -146,7 +146,12 @@ fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         "m" => value * 60.0,
         _ => return Err(bad()),
     };
-    Duration::try_from_secs_f64(secs).map_err(|_| bad())
+    let duration = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+    // A bound that keeps every deadline computed from it far from overflowing.
+    if duration > Duration::from_secs(24 * 3600) {
+        return Err(format!("duration {text:?} is longer than a day"));
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
@@ -161,5 +166,7 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1e300s").is_err());
+        assert!(parse_duration("25h").is_err());
     }
 }

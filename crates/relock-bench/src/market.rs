@@ -297,7 +297,12 @@ pub async fn simulate(
     duration: Duration,
 ) -> Result<MarketRun> {
     let mut admin = redisinfo::connect(url).await?;
-    redis::cmd("FLUSHALL").query_async::<()>(&mut admin).await?;
+    // The previous run may have left a market of hundreds of thousands of items: freed in
+    // the background, so that no reply waits for it.
+    redis::cmd("FLUSHALL")
+        .arg("ASYNC")
+        .query_async::<()>(&mut admin)
+        .await?;
     let tally = Arc::new(Tally::default());
     let mut players = Vec::new();
     let roles = (0..sellers)

@@ -2,6 +2,7 @@
 //! in Redis 7 counts the commands scripts run too) and its memory.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 
@@ -10,6 +11,10 @@ use crate::error::{Error, Result};
 /// Commands the bench sends to observe Redis, left out of the counts.
 const OBSERVER_COMMANDS: [&str; 4] = ["info", "config|resetstat", "config", "ping"];
 
+/// How long a command may wait for its reply: long, because on a small machine shared with
+/// other work a reply can be late, and a late reply is a measurement, not a failure.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Opens a plain multiplexed connection.
 ///
 /// # Errors
@@ -17,7 +22,10 @@ const OBSERVER_COMMANDS: [&str; 4] = ["info", "config|resetstat", "config", "pin
 /// [`Error::Redis`] when the URL is malformed or the server does not answer.
 pub async fn connect(url: &str) -> Result<MultiplexedConnection> {
     let client = redis::Client::open(url)?;
-    Ok(client.get_multiplexed_async_connection().await?)
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
 }
 
 /// Zeroes the server's command statistics (`CONFIG RESETSTAT`).
