@@ -920,36 +920,21 @@ fn unlock_force_releases_an_rwlock_and_its_readers_are_stopped() {
     assert_eq!(code(&output(&server, &["unlock", "doc", "--force"])), 78);
 }
 
-#[test]
-fn redlock_runs_hold_a_majority_of_masters_and_exclude_each_other() {
-    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls = masters
-        .iter()
-        .map(RedisServer::url)
-        .collect::<Vec<_>>()
-        .join(",");
+/// Runs three `relock run shared` at once on the deployment `target` (its flag and URLs),
+/// each logging its start with its fence and its end, and checks they took turns; returns
+/// the fences in the order the runs started.
+fn three_runs_take_turns(target: &[&str]) -> Vec<u64> {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("log");
     let script = format!(
-        "echo \"start $RELOCK_FENCE $(date +%s%N)\" >> {log}; sleep 0.2; echo \"end $(date +%s%N)\" >> {log}",
+        "echo \"start $RELOCK_FENCE\" >> {log}; sleep 0.2; echo end >> {log}",
         log = log.display()
     );
-    // Master 0 is down the whole time: 2 of 3 still grant.
-    let mut first = masters;
-    first[0].kill9();
     let runs: Vec<Child> = (0..3)
         .map(|_| {
             Command::new(RELOCK)
-                .args([
-                    "--redlock",
-                    &urls,
-                    "run",
-                    "shared",
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ])
+                .args(target)
+                .args(["run", "shared", "--", "sh", "-c", &script])
                 .spawn()
                 .expect("spawn relock")
         })
@@ -960,16 +945,30 @@ fn redlock_runs_hold_a_majority_of_masters_and_exclude_each_other() {
     assert_eq!(lines.len(), 6, "{lines:?}");
     for pair in lines.chunks(2) {
         assert!(
-            pair[0].starts_with("start ") && pair[1].starts_with("end "),
+            pair[0].starts_with("start ") && pair[1] == "end",
             "runs overlapped: {lines:?}"
         );
     }
-    // The fences rise from run to run.
-    let fences: Vec<u64> = lines
+    lines
         .iter()
         .filter_map(|l| l.strip_prefix("start "))
-        .map(|l| l.split(' ').next().expect("fence").parse().expect("number"))
-        .collect();
+        .map(|fence| fence.parse().expect("a fence"))
+        .collect()
+}
+
+#[test]
+fn redlock_runs_hold_a_majority_of_masters_and_exclude_each_other() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls = masters
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    // Master 0 is down the whole time: 2 of 3 still grant.
+    let mut first = masters;
+    first[0].kill9();
+    let fences = three_runs_take_turns(&["--redlock", &urls]);
+    // The fences rise from run to run.
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 
     // Inspection needs one Redis: refused with a usage error.
@@ -987,39 +986,7 @@ fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
 
     let cluster = RedisCluster::start();
     let nodes = cluster.urls().join(",");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = dir.path().join("log");
-    let script = format!(
-        "echo \"start $RELOCK_FENCE\" >> {log}; sleep 0.2; echo end >> {log}",
-        log = log.display()
-    );
-    let runs: Vec<Child> = (0..3)
-        .map(|_| {
-            Command::new(RELOCK)
-                .args([
-                    "--cluster",
-                    &nodes,
-                    "run",
-                    "shared",
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ])
-                .spawn()
-                .expect("spawn relock")
-        })
-        .collect();
-    all_succeed(runs);
-    let lines = std::fs::read_to_string(&log).expect("log");
-    let lines: Vec<&str> = lines.lines().collect();
-    assert_eq!(lines.len(), 6, "{lines:?}");
-    for pair in lines.chunks(2) {
-        assert!(
-            pair[0].starts_with("start ") && pair[1] == "end",
-            "runs overlapped: {lines:?}"
-        );
-    }
+    three_runs_take_turns(&["--cluster", &nodes]);
 
     // Three held names, one on each master; status finds them all.
     let mut names = Vec::new();

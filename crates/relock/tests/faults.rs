@@ -170,10 +170,12 @@ async fn f08_a_grant_released_by_force_then_unlocked_is_not_held() {
     next.unlock().await.expect("the new owner still holds it");
 }
 
-#[tokio::test]
-async fn f09_unlock_after_expiry_is_not_held_and_spares_the_next_owner() {
-    let server = RedisServer::start();
-    let (a, b) = (client(&server).await, client(&server).await);
+/// A guard of `a` on "late" whose 200 ms lease ran out, and the grant `b` took after it with
+/// a fixed lease of 5 s.
+async fn expired_and_retaken(
+    a: &relock::Client,
+    b: &relock::Client,
+) -> (relock::MutexGuard, relock::MutexGuard) {
     let guard = a
         .mutex_with_options("late", fixed(ms(200)))
         .expect("name")
@@ -183,11 +185,19 @@ async fn f09_unlock_after_expiry_is_not_held_and_spares_the_next_owner() {
     tokio::time::sleep(ms(300)).await;
     assert!(!guard.is_held(), "past its deadline");
     let next = b
-        .mutex("late")
+        .mutex_with_options("late", fixed(ms(5_000)))
         .expect("name")
         .try_lock()
         .await
         .expect("expired");
+    (guard, next)
+}
+
+#[tokio::test]
+async fn f09_unlock_after_expiry_is_not_held_and_spares_the_next_owner() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let (guard, next) = expired_and_retaken(&a, &b).await;
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
     assert_eq!(server.cli(&["EXISTS", "relock:{late}:mutex"]), "1");
     next.unlock().await.expect("the new owner still holds it");
@@ -197,19 +207,7 @@ async fn f09_unlock_after_expiry_is_not_held_and_spares_the_next_owner() {
 async fn f10_extend_after_expiry_is_not_held_and_spares_the_next_owner() {
     let server = RedisServer::start();
     let (a, b) = (client(&server).await, client(&server).await);
-    let guard = a
-        .mutex_with_options("late", fixed(ms(200)))
-        .expect("name")
-        .lock()
-        .await
-        .expect("lock");
-    tokio::time::sleep(ms(300)).await;
-    let next = b
-        .mutex_with_options("late", fixed(ms(5_000)))
-        .expect("name")
-        .try_lock()
-        .await
-        .expect("expired");
+    let (guard, next) = expired_and_retaken(&a, &b).await;
     assert!(matches!(
         guard.extend(ms(60_000)).await,
         Err(Error::NotHeld { .. })
