@@ -133,7 +133,8 @@ Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOL
 holder's host/pid (a read-write lock's holder id; a semaphore records none). HELD is the
 holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
 the holds. WAITING counts the clients (usually processes) waiting for a release, and the
-waiters queued in Redis: a fair mutex's line, a read-write lock's writers waiting first.
+waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's
+writers waiting first.
 
 Examples:
   relock status

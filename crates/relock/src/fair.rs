@@ -12,17 +12,13 @@ use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
+use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, Announcing, MUTEX_EXTEND};
 use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Announcing> = announcing_script!("fence.lua", "fair_acquire.lua");
 static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
-
-/// How many wake fallbacks a waiter's place in line lasts without an attempt. A waiter
-/// attempts at least once per fallback, so only a waiter that stopped (a crashed process, a
-/// future dropped where no release could run) loses its place.
-const PLACE_FALLBACKS: u32 = 3;
 
 /// A distributed mutex that serves waiters in the order they arrived: at most one holder at a
 /// time for a name, and when it is released, the lock goes to the waiter that has waited
@@ -150,12 +146,8 @@ impl FairMutex {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;
-        let fence_memory_ms = millis(client.fence_memory);
-        // A place outlives the longest nap between two attempts (one fallback) with room for
-        // slow replies and a missed wake-up or two.
-        let place_ms = millis(client.wake_fallback)
-            .saturating_mul(u64::from(PLACE_FALLBACKS))
-            .saturating_add(millis(client.response_timeout));
+        let fence_memory_ms = client.fence_memory_ms();
+        let place_ms = client.place_ms();
         let keys = Arc::new(Keys {
             name: keys.display_name(),
             lock_key: keys.key("fair"),
@@ -309,10 +301,6 @@ impl FairMutex {
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 impl fmt::Debug for FairMutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys = &self.waiting.keys;
@@ -396,8 +384,8 @@ impl Resource for Inner {
         self.place_ms > 0
     }
 
-    fn woken_by_token(&self) -> bool {
-        true
+    fn wake_target(&self, token: &OwnerToken) -> Target {
+        Target::Token(token.as_str().as_bytes().to_vec())
     }
 }
 

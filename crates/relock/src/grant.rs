@@ -54,6 +54,12 @@ pub(crate) trait Resource: Send + Sync + 'static {
         std::iter::once(self.wake_channel())
     }
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
+    /// The acquire script of an attempt that was refused before. A primitive whose refused
+    /// waiters keep a place gives it up when this attempt is granted; the others send the
+    /// same script as always.
+    fn acquire_script_after_refusal(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+        self.acquire_script(token)
+    }
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
     fn extend_script(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
     /// What the batch renewal checks and extends for a grant to `token`: every key must still
@@ -66,9 +72,9 @@ pub(crate) trait Resource: Send + Sync + 'static {
         false
     }
 
-    /// Whether releases wake a chosen waiter by its token instead of any waiter.
-    fn woken_by_token(&self) -> bool {
-        false
+    /// Which releases wake a waiter whose attempts use `token`: by default any release.
+    fn wake_target(&self, _token: &OwnerToken) -> Target {
+        Target::Any
     }
 
     /// For RedLock: the script that makes a master remember `fence` as this lock's last fence.
@@ -114,12 +120,7 @@ pub(crate) async fn acquire<R: Resource>(
     }
     // Subscribe before the next attempt: a release between that attempt and the wait below is
     // then announced to this waiter instead of lost.
-    let target = if resource.woken_by_token() {
-        Target::Token(attempt.token.as_str().as_bytes().to_vec())
-    } else {
-        Target::Any
-    };
-    let waiters = Waiters::register(resource, target).await;
+    let waiters = Waiters::register(resource, resource.wake_target(&attempt.token)).await;
     let mut woken_by = None;
     loop {
         let remaining = match attempt.send().await? {
@@ -228,6 +229,8 @@ struct Attempt<'a, R: Resource> {
     resource: &'a Arc<R>,
     token: OwnerToken,
     armed: bool,
+    /// Whether Redis refused this token before (it may keep a place among the waiters).
+    refused: bool,
     /// The attempt's own handle on the connection: a `WAIT` after the grant must go where
     /// the grant went.
     conn: Conn,
@@ -239,6 +242,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
             resource,
             token: OwnerToken::new()?,
             armed: false,
+            refused: false,
             conn: resource.shared().conn.clone(),
         })
     }
@@ -248,7 +252,11 @@ impl<'a, R: Resource> Attempt<'a, R> {
         if self.resource.shared().nodes.is_distributed() {
             return self.send_to_masters().await;
         }
-        let invocation = self.resource.acquire_script(&self.token);
+        let invocation = if self.refused {
+            self.resource.acquire_script_after_refusal(&self.token)
+        } else {
+            self.resource.acquire_script(&self.token)
+        };
         // From the first send on, a grant may exist whether or not its reply arrives.
         self.armed = true;
         let sent =
@@ -332,6 +340,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
                 // Others hold it, so nothing is stored under our token, unless the attempt
                 // took a place in a queue.
                 self.armed = self.resource.keeps_place_while_waiting();
+                self.refused = true;
                 Ok(Reply::Held {
                     remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
                 })

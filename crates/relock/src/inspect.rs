@@ -59,6 +59,16 @@ impl LockKind {
         }
     }
 
+    /// The suffix of the sorted set of this kind's waiters' places (token -> when the place
+    /// ends), for the kinds that keep one.
+    fn places_suffix(self) -> Option<&'static str> {
+        match self {
+            LockKind::Mutex => Some("mutex-waiters"),
+            LockKind::FairMutex => Some("fair-places"),
+            _ => None,
+        }
+    }
+
     /// The suffixes of the channels this kind's waiters listen on.
     fn wake_suffixes(self) -> &'static [&'static str] {
         match self {
@@ -129,8 +139,9 @@ pub struct LockInfo {
     /// How many clients (processes, usually) wait for a release of this lock: subscriptions
     /// to its wake channels (for a read-write lock, its readers' and writers' are added up).
     pub waiting_clients: u64,
-    /// Waiters recorded in Redis: a fair mutex's waiters in line, a read-write lock's writers
-    /// waiting with preference. `None` for the kinds that record none.
+    /// Waiters recorded in Redis: a mutex's waiters with a place, a fair mutex's waiters in
+    /// line, a read-write lock's writers waiting with preference. `None` for the kinds that
+    /// record none.
     pub queued: Option<u64>,
 }
 
@@ -517,9 +528,9 @@ impl Client {
             "NUMSUB"
         };
         pipe.cmd("PUBSUB").arg(numsub).arg(&channels);
-        if kind == LockKind::FairMutex {
+        if let Some(places) = kind.places_suffix() {
             pipe.cmd("ZCOUNT")
-                .arg(keys.key("fair-places"))
+                .arg(keys.key(places))
                 .arg(format!("({now_ms}"))
                 .arg("+inf");
         }
@@ -544,7 +555,7 @@ impl Client {
         }
         raw.pttl = decode(replies.next())?;
         let counts: Vec<(Vec<u8>, u64)> = decode(replies.next())?;
-        if kind == LockKind::FairMutex {
+        if kind.places_suffix().is_some() {
             raw.queued = decode(replies.next())?;
         }
         Ok(judge(name, kind, &raw, now_ms).map(|mut info| {
@@ -603,9 +614,7 @@ fn judge(name: &[u8], kind: LockKind, raw: &Raw, now_ms: i64) -> Option<LockInfo
     match kind {
         LockKind::Mutex | LockKind::FairMutex => {
             let mut info = single_holder(name, kind, raw.value.as_deref()?, raw.pttl);
-            if kind == LockKind::FairMutex {
-                info.queued = Some(raw.queued);
-            }
+            info.queued = Some(raw.queued);
             Some(info)
         }
         LockKind::ReentrantMutex => reentrant(name, &raw.fields, raw.pttl),

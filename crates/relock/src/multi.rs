@@ -333,7 +333,7 @@ impl Resource for Inner {
         invocation
             .arg(token.as_str())
             .arg(self.lease_ms)
-            .arg(u64::try_from(options.fence_memory.as_millis()).unwrap_or(u64::MAX))
+            .arg(options.fence_memory_ms())
             .arg(options.holder_label.as_str());
         invocation
     }

@@ -12,6 +12,7 @@ use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
+use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::token::{Fence, OwnerToken};
@@ -23,7 +24,10 @@ use crate::token::{Fence, OwnerToken};
 /// Each grant carries a lease: if the holder dies, the lock frees itself when the lease ends.
 /// By default the lease is renewed in the background while the guard lives, so a long critical
 /// section keeps the lock, and a crashed process loses it within one lease. Each grant also
-/// gets a [`Fence`]. Waiters are woken by a notification when the lock is released.
+/// gets a [`Fence`]. A refused waiter takes a place among the lock's waiters, and a release
+/// wakes one of them by a notification addressed to it: a handoff costs one release and one
+/// attempt however many processes wait. The lock is not fair: a newcomer may take a free lock
+/// before the woken waiter does (use [`FairMutex`](crate::FairMutex) for turns in order).
 ///
 /// Use it to make one instance of a service do a thing at a time. Do not use it where two
 /// holders at once would corrupt data unless the resource also checks the fencing token: a
@@ -50,16 +54,24 @@ use crate::token::{Fence, OwnerToken};
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
+    /// For `lock`: a refused attempt takes a place among the waiters.
     inner: Arc<Inner>,
+    /// For `try_lock`: a refused attempt leaves nothing behind.
+    trying: Arc<Inner>,
 }
 
 /// The lock's name, keys and settings, computed once per handle.
+#[derive(Clone)]
 struct Inner {
     shared: Arc<Shared>,
     name: String,
     lock_key: Vec<u8>,
     fence_key: Vec<u8>,
+    waiters_key: Vec<u8>,
     wake_channel: Vec<u8>,
+    /// How long a refused attempt's place among the waiters lasts, in ms; 0 for no place (a
+    /// single try, or RedLock, whose masters keep no places).
+    place_ms: u64,
     lease: Lease,
     lease_ms: u64,
     wait_timeout: Option<Duration>,
@@ -69,17 +81,29 @@ impl Mutex {
     pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
+        let place_ms = if shared.nodes.is_distributed() {
+            0
+        } else {
+            shared.options.place_ms()
+        };
+        let inner = Inner {
+            name: keys.display_name(),
+            lock_key: keys.key("mutex"),
+            fence_key: keys.fence_key(),
+            waiters_key: keys.key("mutex-waiters"),
+            wake_channel: keys.wake_channel(),
+            place_ms,
+            lease,
+            lease_ms,
+            wait_timeout: options.wait_timeout,
+            shared,
+        };
         Ok(Mutex {
-            inner: Arc::new(Inner {
-                shared,
-                name: keys.display_name(),
-                lock_key: keys.key("mutex"),
-                fence_key: keys.fence_key(),
-                wake_channel: keys.wake_channel(),
-                lease,
-                lease_ms,
-                wait_timeout: options.wait_timeout,
+            trying: Arc::new(Inner {
+                place_ms: 0,
+                ..inner.clone()
             }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -195,7 +219,7 @@ impl Mutex {
     /// # }
     /// ```
     pub async fn try_lock(&self) -> Result<MutexGuard> {
-        let held = grant::try_acquire(&self.inner).await?;
+        let held = grant::try_acquire(&self.trying).await?;
         Ok(MutexGuard { held })
     }
 }
@@ -212,10 +236,29 @@ impl fmt::Debug for Mutex {
 
 impl Inner {
     fn fence_memory_ms(&self) -> u64 {
-        u64::try_from(self.shared.options.fence_memory.as_millis()).unwrap_or(u64::MAX)
+        self.shared.options.fence_memory_ms()
     }
 
     /// What a release announces: on RedLock every master announces it, so it names itself.
+    fn acquire_invocation(
+        &self,
+        token: &OwnerToken,
+        refused_before: bool,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = MUTEX_ACQUIRE.prepare_invoke();
+        invocation
+            .key(self.lock_key.as_slice())
+            .key(self.fence_key.as_slice())
+            .key(self.waiters_key.as_slice())
+            .arg(token.as_str())
+            .arg(self.lease_ms)
+            .arg(self.fence_memory_ms())
+            .arg(self.shared.options.holder_label.as_str())
+            .arg(self.place_ms)
+            .arg(u8::from(refused_before));
+        invocation
+    }
+
     fn announcement(&self, token: &OwnerToken) -> String {
         if self.shared.nodes.is_distributed() {
             format!("~{}", token.as_str())
@@ -247,22 +290,18 @@ impl Resource for Inner {
     }
 
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
-        let options = &self.shared.options;
-        let mut invocation = MUTEX_ACQUIRE.prepare_invoke();
-        invocation
-            .key(self.lock_key.as_slice())
-            .key(self.fence_key.as_slice())
-            .arg(token.as_str())
-            .arg(self.lease_ms)
-            .arg(self.fence_memory_ms())
-            .arg(options.holder_label.as_str());
-        invocation
+        self.acquire_invocation(token, false)
+    }
+
+    fn acquire_script_after_refusal(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+        self.acquire_invocation(token, true)
     }
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let mut invocation = MUTEX_RELEASE.on(&self.shared.conn).prepare_invoke();
         invocation
             .key(self.lock_key.as_slice())
+            .key(self.waiters_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
             .arg(self.announcement(token));
@@ -293,6 +332,18 @@ impl Resource for Inner {
             member: token.as_str().to_owned(),
             kind: RenewKind::Value,
         }]
+    }
+
+    fn keeps_place_while_waiting(&self) -> bool {
+        self.place_ms > 0
+    }
+
+    fn wake_target(&self, token: &OwnerToken) -> Target {
+        if self.place_ms > 0 {
+            Target::AnyOrToken(token.as_str().as_bytes().to_vec())
+        } else {
+            Target::Any
+        }
     }
 }
 

@@ -6,12 +6,13 @@
 //! a late unsubscribe can never undo a newer subscribe. The release message's payload says whom
 //! to wake in this process:
 //!
-//! - empty: one waiter, the longest-waiting one not already woken (a mutex release: one
-//!   release costs one retry per waiting process, not one per waiting task);
+//! - empty: one waiter, the longest-waiting one not already woken (a release with no waiter
+//!   named: one release costs one retry per waiting process, not one per waiting task);
 //! - a decimal number `n`: that many waiters (permits given back to a semaphore);
 //! - `*`: every waiter (a writer left, so every reader may enter);
 //! - `~` and an id: one waiter, once per id (a RedLock release announced by every master);
-//! - anything else: the waiter registered with that token (a fair lock's next in line).
+//! - anything else: the waiter registered with that token (a fair lock's next in line, or the
+//!   mutex waiter a release chose: one retry in all, however many processes wait).
 //!
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
@@ -40,6 +41,20 @@ pub(crate) enum Target {
     Any,
     /// Releases addressed to this token (and releases that wake everyone).
     Token(Vec<u8>),
+    /// Releases addressed to this token, and releases addressed to nobody in particular.
+    AnyOrToken(Vec<u8>),
+}
+
+impl Target {
+    /// Whether a release that names no waiter may wake this one.
+    fn takes_any(&self) -> bool {
+        matches!(self, Target::Any | Target::AnyOrToken(_))
+    }
+
+    /// Whether a release addressed to `token` is meant for this waiter.
+    fn addressed_by(&self, token: &[u8]) -> bool {
+        matches!(self, Target::Token(t) | Target::AnyOrToken(t) if t == token)
+    }
 }
 
 /// The shared registry: which channels have waiters, and how to wake them.
@@ -157,7 +172,7 @@ impl Notifier {
             return;
         };
         let slot = slots.remove(at);
-        if slot.woken && slot.target == Target::Any {
+        if slot.woken && slot.target.takes_any() {
             // It was woken but gave up before trying: hand the wake to the next waiter.
             wake_any(slots, 1);
         }
@@ -251,7 +266,7 @@ fn lock(registry: &StdMutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 fn wake_any(slots: &mut [Slot], n: usize) {
     slots
         .iter_mut()
-        .filter(|slot| slot.target == Target::Any && !slot.woken)
+        .filter(|slot| slot.target.takes_any() && !slot.woken)
         .take(n)
         .for_each(Slot::wake);
 }
@@ -277,7 +292,7 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
         }
         token => slots
             .iter_mut()
-            .filter(|slot| matches!(&slot.target, Target::Token(t) if t == token))
+            .filter(|slot| slot.target.addressed_by(token))
             .for_each(Slot::wake),
     }
 }

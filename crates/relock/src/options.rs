@@ -180,6 +180,32 @@ pub(crate) struct ReplicaAck {
     pub(crate) timeout: Duration,
 }
 
+/// How many wake fallbacks a waiter's place lasts without an attempt. A waiter attempts at least
+/// once per fallback, so only a waiter that stopped (a crashed process, a future dropped where
+/// no release could run) loses its place.
+const PLACE_FALLBACKS: u32 = 3;
+
+impl ClientOptions {
+    /// How long a waiter's place (in a fair lock's line, among a mutex's waiters) lasts without
+    /// an attempt, in ms: the longest nap between two attempts (one fallback), with room for slow
+    /// replies and a missed wake-up or two.
+    pub(crate) fn place_ms(&self) -> u64 {
+        millis(self.wake_fallback)
+            .saturating_mul(u64::from(PLACE_FALLBACKS))
+            .saturating_add(millis(self.response_timeout))
+    }
+
+    /// How long a lock name's last fence is kept beyond a lease, in ms.
+    pub(crate) fn fence_memory_ms(&self) -> u64 {
+        millis(self.fence_memory)
+    }
+}
+
+/// Whole milliseconds of `d`, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {

@@ -259,7 +259,7 @@ impl RwLock {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;
-        let fence_memory_ms = u64::try_from(client.fence_memory.as_millis()).unwrap_or(u64::MAX);
+        let fence_memory_ms = client.fence_memory_ms();
         let marker_ms = marker_millis(client.wake_fallback, client.response_timeout);
         Ok(RwLock {
             inner: Arc::new(Inner {

@@ -87,6 +87,8 @@ mod tests {
 
     const LOCK: &str = "t:{n}:mutex";
     const FENCE: &str = "t:{n}:fence";
+    const WAITERS: &str = "t:{n}:mutex-waiters";
+    const WAKE: &str = "t:{n}:wake";
 
     async fn conn(server: &RedisServer) -> MultiplexedConnection {
         redis::Client::open(server.url().as_str())
@@ -97,16 +99,91 @@ mod tests {
     }
 
     async fn acquire(c: &mut MultiplexedConnection, token: &str, lease: u64) -> Vec<i64> {
+        acquire_waiting(c, token, lease, 0, false).await
+    }
+
+    /// An attempt that takes a place of `place_ms` among the waiters when refused.
+    async fn acquire_waiting(
+        c: &mut MultiplexedConnection,
+        token: &str,
+        lease: u64,
+        place_ms: u64,
+        refused_before: bool,
+    ) -> Vec<i64> {
         MUTEX_ACQUIRE
             .key(LOCK)
             .key(FENCE)
+            .key(WAITERS)
             .arg(token)
             .arg(lease)
             .arg(60_000)
             .arg("host-1")
+            .arg(place_ms)
+            .arg(u8::from(refused_before))
             .invoke_async(c)
             .await
             .expect("acquire")
+    }
+
+    async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
+        MUTEX_RELEASE
+            .plain()
+            .key(LOCK)
+            .key(WAITERS)
+            .arg(token)
+            .arg(WAKE)
+            .arg("")
+            .invoke_async::<i64>(c)
+            .await
+            .expect("release")
+    }
+
+    async fn waiters(c: &mut MultiplexedConnection) -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg(WAITERS)
+            .arg(0)
+            .arg(-1)
+            .query_async(c)
+            .await
+            .expect("zrange")
+    }
+
+    /// The payloads announced on the wake channel while `during` runs.
+    async fn announced<F: std::future::Future>(server: &RedisServer, during: F) -> Vec<String> {
+        let mut pubsub = redis::Client::open(server.url().as_str())
+            .expect("url")
+            .get_async_pubsub()
+            .await
+            .expect("pubsub");
+        pubsub.subscribe(WAKE).await.expect("subscribe");
+        during.await;
+        // A marker published last: everything before it has arrived once it does.
+        let mut c = conn(server).await;
+        redis::cmd("PUBLISH")
+            .arg(WAKE)
+            .arg("end")
+            .exec_async(&mut c)
+            .await
+            .expect("publish");
+        let mut payloads = Vec::new();
+        let mut messages = pubsub.on_message();
+        while let Ok(Some(message)) = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            futures_next(&mut messages),
+        )
+        .await
+        {
+            let payload: String = message.get_payload().expect("utf-8 payload");
+            if payload == "end" {
+                break;
+            }
+            payloads.push(payload);
+        }
+        payloads
+    }
+
+    async fn futures_next<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
     }
 
     async fn pttl(c: &mut MultiplexedConnection, key: &str) -> i64 {
@@ -182,20 +259,6 @@ mod tests {
     async fn release_and_extend_check_the_owner() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
-        let release = |c: &mut MultiplexedConnection, token: &'static str| {
-            let mut c = c.clone();
-            async move {
-                MUTEX_RELEASE
-                    .plain()
-                    .key(LOCK)
-                    .arg(token)
-                    .arg("t:{n}:wake")
-                    .arg("")
-                    .invoke_async::<i64>(&mut c)
-                    .await
-                    .expect("release")
-            }
-        };
         let extend = |c: &mut MultiplexedConnection, token: &'static str| {
             let mut c = c.clone();
             async move {
@@ -242,6 +305,98 @@ mod tests {
             message.map(|m| m.get_channel_name().to_owned()).as_deref(),
             Some("t:{n}:wake")
         );
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_one_waiter_by_its_token_and_a_giving_up_waiter_passes_it_on() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+        assert_eq!(
+            acquire_waiting(&mut c, "b:", 10_000, 5_000, false).await[0],
+            0
+        );
+        assert_eq!(
+            acquire_waiting(&mut c, "c:", 10_000, 20_000, false).await[0],
+            0
+        );
+        assert_eq!(acquire(&mut c, "try:", 10_000).await[0], 0);
+        assert_eq!(waiters(&mut c).await, ["b:", "c:"], "a try takes no place");
+        let ttl = pttl(&mut c, WAITERS).await;
+        assert!(
+            ttl > 5_000 && ttl <= 20_000,
+            "the list outlives its longest place: {ttl}"
+        );
+        // A place that ended (its waiter stopped trying) comes first, and is skipped.
+        redis::cmd("ZADD")
+            .arg(WAITERS)
+            .arg(1)
+            .arg("gone:")
+            .exec_async(&mut c)
+            .await
+            .expect("zadd");
+
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "a:").await, 1);
+        })
+        .await;
+        assert_eq!(payloads, ["b:"], "one waiter woken, by its token");
+        assert_eq!(waiters(&mut c).await, ["c:"]);
+
+        assert_eq!(
+            acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
+            1
+        );
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(
+                release(&mut r, "c:").await,
+                -1,
+                "c: gives up while b: holds"
+            );
+        })
+        .await;
+        assert!(payloads.is_empty(), "{payloads:?}");
+        assert!(waiters(&mut c).await.is_empty(), "c: left the list");
+
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "b:").await, 1);
+        })
+        .await;
+        assert_eq!(
+            payloads,
+            [""],
+            "nobody has a place: any one waiter per process"
+        );
+
+        assert_eq!(acquire(&mut c, "e:", 10_000).await[0], 1);
+        assert_eq!(
+            acquire_waiting(&mut c, "f:", 10_000, 5_000, false).await[0],
+            0
+        );
+        assert_eq!(
+            acquire_waiting(&mut c, "g:", 10_000, 5_000, false).await[0],
+            0
+        );
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "e:").await, 1);
+            // f: was woken but gives up before it claims the free lock.
+            assert_eq!(release(&mut r, "f:").await, 0);
+        })
+        .await;
+        assert_eq!(
+            payloads,
+            ["f:", "g:"],
+            "the wake f: did not use went on to g:"
+        );
+        assert_eq!(
+            acquire_waiting(&mut c, "g:", 10_000, 5_000, true).await[0],
+            1
+        );
+        assert!(waiters(&mut c).await.is_empty());
     }
 
     #[tokio::test]

@@ -203,8 +203,7 @@ impl Semaphore {
         check_count(permits)?;
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
-        let fence_memory_ms =
-            u64::try_from(shared.options.fence_memory.as_millis()).unwrap_or(u64::MAX);
+        let fence_memory_ms = shared.options.fence_memory_ms();
         Ok(Semaphore {
             inner: Arc::new(Inner {
                 shared,

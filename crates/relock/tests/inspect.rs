@@ -35,21 +35,28 @@ async fn every_kind_held_is_listed_with_its_holders_and_counts() -> Result<(), E
             tokio::spawn(async move { fair.lock_timeout(LIMIT).await })
         })
         .collect();
+    // And one takes a place among the mutex's waiters.
+    let mutex_waiter = {
+        let mutex = other.mutex("job:mutex")?;
+        tokio::spawn(async move { mutex.lock_timeout(LIMIT).await })
+    };
     let listed = tokio::time::timeout(LIMIT, async {
         loop {
             let locks = client.locks("job:*").await.expect("locks");
             // Each waiter takes its place, then subscribes.
-            if locks
-                .iter()
-                .any(|l| l.queued == Some(2) && l.waiting_clients == 1)
-            {
+            let waiting = |kind, queued| {
+                locks
+                    .iter()
+                    .any(|l| l.kind == kind && l.queued == Some(queued) && l.waiting_clients == 1)
+            };
+            if waiting(LockKind::FairMutex, 2) && waiting(LockKind::Mutex, 1) {
                 return locks;
             }
             tokio::time::sleep(ms(20)).await;
         }
     })
     .await
-    .expect("both waiters in line");
+    .expect("every waiter has its place");
 
     let kinds: Vec<(&str, LockKind)> = listed.iter().map(|l| (l.name.as_str(), l.kind)).collect();
     assert_eq!(
@@ -104,6 +111,7 @@ async fn every_kind_held_is_listed_with_its_holders_and_counts() -> Result<(), E
     p1.release().await?;
     p2.release().await?;
     mutex.unlock().await?;
+    mutex_waiter.await.expect("task")?.unlock().await?;
     assert!(client.locks("*").await?.is_empty(), "nothing left held");
     Ok(())
 }

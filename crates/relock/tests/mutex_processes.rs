@@ -5,6 +5,9 @@
 //!   sections may overlap in time.
 //! - `broken_lock_is_caught`: the same workload with a naive check-then-set "lock", to show
 //!   that those two checks do see violations when the lock is not a lock.
+//! - `one_wake_up_per_hand_off_however_many_wait`: with 6 waiting processes, then 24 waiters
+//!   (4 processes × 6 tasks), each release wakes the one waiter it chose, so a hand-off costs
+//!   about two script calls however many wait (counted by the server in `INFO commandstats`).
 //! - `killed_holder_frees_after_lease_not_before`: a holder killed with SIGKILL keeps the lock
 //!   until its lease runs out, then a waiter gets it promptly.
 //!
@@ -15,8 +18,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    connect_with_raw, expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV,
-    URL_ENV,
+    connect_with_raw, expect_held_for, handoff, join_within, runtime, Workload, ITERATIONS_ENV,
+    TASKS_ENV, URL_ENV,
 };
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -62,6 +65,7 @@ fn main() {
             RELOCK_INCREMENTS => increments_worker(Guarding::Relock),
             NAIVE_INCREMENTS => increments_worker(Guarding::Naive),
             HOLDER => holder_worker(),
+            handoff::WAITER => handoff::waiter_worker(),
             other => panic!("unknown worker role {other:?}"),
         }
         return;
@@ -72,6 +76,10 @@ fn main() {
             mutual_exclusion_across_processes,
         ),
         ("broken_lock_is_caught", broken_lock_is_caught),
+        (
+            "one_wake_up_per_hand_off_however_many_wait",
+            one_wake_up_per_hand_off_however_many_wait,
+        ),
         (
             "killed_holder_frees_after_lease_not_before",
             killed_holder_frees_after_lease_not_before,
@@ -151,6 +159,10 @@ fn broken_lock_is_caught() {
         "a check-then-set lock must let holders overlap, yet the checks saw no violation: \
          they could not catch a broken mutex either"
     );
+}
+
+fn one_wake_up_per_hand_off_however_many_wait() {
+    handoff::one_wake_up_per_hand_off(handoff::Kind::Mutex);
 }
 
 fn killed_holder_frees_after_lease_not_before() {

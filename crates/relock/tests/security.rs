@@ -49,6 +49,7 @@ const RELOCK_USER: &[&str] = &[
     "+zrangebyscore",
     "+zscore",
     "+zcard",
+    "+zpopmin",
     "+publish",
     // Waiting.
     "+subscribe",

@@ -1,21 +1,47 @@
--- Takes a mutex if it is free.
--- KEYS[1] lock key, KEYS[2] fence key
+-- Takes a mutex if it is free. A refused waiter takes (or keeps) a place among
+-- the lock's waiters, so that a release can wake one of them by name instead
+-- of one in every waiting process.
+-- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] waiters (zset: waiter token ->
+-- when its place ends, server ms)
 -- ARGV[1] owner token (ends with ':'), ARGV[2] lease ms,
--- ARGV[3] fence memory ms (beyond the lease), ARGV[4] holder label ('' for none)
+-- ARGV[3] fence memory ms (beyond the lease), ARGV[4] holder label ('' for none),
+-- ARGV[5] how long a place lasts without an attempt, ms ('0': take no place,
+-- as try_lock), ARGV[6] '1' when this token was refused before and may have a
+-- place to give up, else '0'
 -- Returns {1, fence} when granted, {0, pttl} when held by another owner.
 -- The stored value is token .. fence [.. ':' .. label].
+local token = ARGV[1]
+
+local function leave_waiters()
+  if ARGV[6] == '1' then
+    redis.call('ZREM', KEYS[3], token)
+  end
+end
+
 local held = redis.call('GET', KEYS[1])
 if held then
-  if string.sub(held, 1, #ARGV[1]) == ARGV[1] then
+  if string.sub(held, 1, #token) == token then
     -- A retry of a grant whose reply was lost: answer it again, so retries
     -- after connection errors are idempotent.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    leave_waiters()
     return {1, tonumber(string.match(held, '^[^:]*:(%d+)'))}
+  end
+  local place = tonumber(ARGV[5])
+  if place > 0 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZADD', KEYS[3], now + place, token)
+    -- The list outlives its longest place; GT cannot set a first expiry.
+    if redis.call('PEXPIRE', KEYS[3], place, 'GT') == 0 then
+      redis.call('PEXPIRE', KEYS[3], place, 'NX')
+    end
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
+leave_waiters()
 local fence, text = next_fence(KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
-local value = ARGV[1] .. text
+local value = token .. text
 if ARGV[4] ~= '' then
   value = value .. ':' .. ARGV[4]
 end

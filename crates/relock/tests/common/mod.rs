@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod handoff;
+
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
