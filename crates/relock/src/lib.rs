@@ -15,6 +15,7 @@ mod lease;
 mod multi;
 mod mutex;
 mod notify;
+mod observe;
 mod options;
 mod quorum;
 mod redlock;

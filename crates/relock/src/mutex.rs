@@ -230,6 +230,10 @@ impl Resource for Inner {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "mutex"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
