@@ -169,12 +169,12 @@ impl Observed {
             .collect()
     }
 
-    /// The values of the metric `name` of `kind` whose labels include `labels`.
-    fn values(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Vec<&DebugValue> {
+    /// The values of the `metric` named `name` whose labels include `labels`.
+    fn values(&self, metric: MetricKind, name: &str, labels: &[(&str, &str)]) -> Vec<&DebugValue> {
         self.metrics
             .iter()
             .filter(|(key, ..)| {
-                key.kind() == kind
+                key.kind() == metric
                     && key.key().name() == name
                     && labels.iter().all(|(k, v)| {
                         key.key()
@@ -391,6 +391,11 @@ fn a_lease_deleted_behind_the_holder_is_counted_lost() {
     });
 
     assert_eq!(seen.counter("relock_lost_total", &[MUTEX]), 1);
+    assert_eq!(
+        seen.label_keys(),
+        ["kind", "outcome"],
+        "never the lock name"
+    );
     let renewed = [MUTEX, ("outcome", "renewed")];
     assert!(seen.counter("relock_renewals_total", &renewed) >= 1);
     let failed = [MUTEX, ("outcome", "failed")];
