@@ -84,6 +84,10 @@ pub(crate) fn describe() {
 pub(crate) struct Acquiring {
     #[cfg(feature = "tracing")]
     span: tracing::Span,
+    /// Whether the call found the lock held; recorded in the span at the end, so that the
+    /// field is there once, whatever its value.
+    #[cfg(feature = "tracing")]
+    contended: AtomicBool,
     #[cfg(feature = "metrics")]
     kind: &'static str,
     #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -103,9 +107,11 @@ impl Acquiring {
                 outcome = tracing::field::Empty,
                 fence = tracing::field::Empty,
                 waited_ms = tracing::field::Empty,
-                contended = false,
+                contended = tracing::field::Empty,
                 error = tracing::field::Empty,
             ),
+            #[cfg(feature = "tracing")]
+            contended: AtomicBool::new(false),
             #[cfg(feature = "metrics")]
             kind,
             #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -129,7 +135,7 @@ impl Acquiring {
     /// The call found the lock held, for the first time: it is contended.
     pub(crate) fn found_held(&self) {
         #[cfg(feature = "tracing")]
-        self.span.record("contended", true);
+        self.contended.store(true, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
         metrics::counter!(CONTENDED, "kind" => self.kind).increment(1);
     }
@@ -146,6 +152,8 @@ impl Acquiring {
         #[cfg(feature = "tracing")]
         {
             self.span.record("outcome", outcome);
+            self.span
+                .record("contended", self.contended.load(Ordering::Relaxed));
             self.span.record("waited_ms", millis(waited));
             match result {
                 Ok(fence) => self.span.record("fence", fence.get()),
@@ -355,5 +363,6 @@ impl Renewing {
 
 #[cfg(feature = "tracing")]
 fn millis(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
+    // Whole microseconds: finer digits would be noise.
+    duration.as_micros() as f64 / 1000.0
 }
