@@ -28,18 +28,16 @@ use crate::grant::{Held, Resource};
 use crate::lease::{LeaseState, Lost};
 use crate::token::Fence;
 
+/// The metrics' names, shared by their descriptions and their reports.
 #[cfg(feature = "metrics")]
-const WAIT_SECONDS: &str = "relock_wait_seconds";
-#[cfg(feature = "metrics")]
-const HOLD_SECONDS: &str = "relock_hold_seconds";
-#[cfg(feature = "metrics")]
-const ACQUISITIONS: &str = "relock_acquisitions_total";
-#[cfg(feature = "metrics")]
-const CONTENDED: &str = "relock_contended_total";
-#[cfg(feature = "metrics")]
-const RENEWALS: &str = "relock_renewals_total";
-#[cfg(feature = "metrics")]
-const LOST: &str = "relock_lost_total";
+mod name {
+    pub(super) const WAIT_SECONDS: &str = "relock_wait_seconds";
+    pub(super) const HOLD_SECONDS: &str = "relock_hold_seconds";
+    pub(super) const ACQUISITIONS: &str = "relock_acquisitions_total";
+    pub(super) const CONTENDED: &str = "relock_contended_total";
+    pub(super) const RENEWALS: &str = "relock_renewals_total";
+    pub(super) const LOST: &str = "relock_lost_total";
+}
 
 /// Gives the installed metrics recorder the units and help texts. Called for every client
 /// built, not once per process: a recorder installed after the first client would miss them.
@@ -48,32 +46,32 @@ pub(crate) fn describe() {
     {
         use metrics::{describe_counter, describe_histogram, Unit};
         describe_histogram!(
-            WAIT_SECONDS,
+            name::WAIT_SECONDS,
             Unit::Seconds,
             "Time from an acquire call to its grant."
         );
         describe_histogram!(
-            HOLD_SECONDS,
+            name::HOLD_SECONDS,
             Unit::Seconds,
             "Time from a grant to its release or to the loss of its lease."
         );
         describe_counter!(
-            ACQUISITIONS,
+            name::ACQUISITIONS,
             Unit::Count,
             "Acquire calls ended, by outcome: granted, held (try_* refused), timeout, error."
         );
         describe_counter!(
-            CONTENDED,
+            name::CONTENDED,
             Unit::Count,
             "Acquire calls that found the lock held at least once."
         );
         describe_counter!(
-            RENEWALS,
+            name::RENEWALS,
             Unit::Count,
             "Lease renewals and extensions, by outcome: renewed, failed."
         );
         describe_counter!(
-            LOST,
+            name::LOST,
             Unit::Count,
             "Leases lost while held: revoked, or expired without a renewal."
         );
@@ -137,7 +135,7 @@ impl Acquiring {
         #[cfg(feature = "tracing")]
         self.contended.store(true, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
-        metrics::counter!(CONTENDED, "kind" => self.kind).increment(1);
+        metrics::counter!(name::CONTENDED, "kind" => self.kind).increment(1);
     }
 
     #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -162,9 +160,10 @@ impl Acquiring {
         }
         #[cfg(feature = "metrics")]
         {
-            metrics::counter!(ACQUISITIONS, "kind" => self.kind, "outcome" => outcome).increment(1);
+            metrics::counter!(name::ACQUISITIONS, "kind" => self.kind, "outcome" => outcome)
+                .increment(1);
             if result.is_ok() {
-                metrics::histogram!(WAIT_SECONDS, "kind" => self.kind).record(waited);
+                metrics::histogram!(name::WAIT_SECONDS, "kind" => self.kind).record(waited);
             }
         }
     }
@@ -220,7 +219,7 @@ impl Hold {
                 "relock lease lost"
             );
             #[cfg(feature = "metrics")]
-            metrics::counter!(LOST, "kind" => self.kind).increment(1);
+            metrics::counter!(name::LOST, "kind" => self.kind).increment(1);
         }
     }
 
@@ -262,7 +261,7 @@ impl Hold {
         }
         let held = self.granted_at.elapsed();
         #[cfg(feature = "metrics")]
-        metrics::histogram!(HOLD_SECONDS, "kind" => self.kind).record(held);
+        metrics::histogram!(name::HOLD_SECONDS, "kind" => self.kind).record(held);
         Some(held)
     }
 
@@ -356,7 +355,8 @@ impl Renewing {
             } else {
                 "failed"
             };
-            metrics::counter!(RENEWALS, "kind" => self.kind, "outcome" => outcome).increment(1);
+            metrics::counter!(name::RENEWALS, "kind" => self.kind, "outcome" => outcome)
+                .increment(1);
         }
     }
 }

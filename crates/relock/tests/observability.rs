@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use common::{client, ms};
+use common::{client, ms, take_each_primitive};
 use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::{CompositeKey, MetricKind};
@@ -20,7 +20,7 @@ use relock::{Error, Lease, Lost, MutexOptions};
 use relock_testkit::RedisServer;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -33,6 +33,15 @@ struct Captured {
 }
 
 impl Captured {
+    /// A span or event of these metadata, before any field is recorded.
+    fn new(metadata: &Metadata<'static>) -> Captured {
+        Captured {
+            name: metadata.name(),
+            level: *metadata.level(),
+            fields: BTreeMap::new(),
+        }
+    }
+
     fn field(&self, name: &str) -> Option<&str> {
         self.fields.get(name).map(String::as_str)
     }
@@ -77,11 +86,7 @@ impl Capture {
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
-        let mut span = Captured {
-            name: attrs.metadata().name(),
-            level: *attrs.metadata().level(),
-            fields: BTreeMap::new(),
-        };
+        let mut span = Captured::new(attrs.metadata());
         attrs.record(&mut span);
         let mut trace = self.trace();
         let at = trace.spans.len();
@@ -97,11 +102,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
     }
 
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-        let mut captured = Captured {
-            name: event.metadata().name(),
-            level: *event.metadata().level(),
-            fields: BTreeMap::new(),
-        };
+        let mut captured = Captured::new(event.metadata());
         event.record(&mut captured);
         self.trace().events.push(captured);
     }
@@ -430,50 +431,10 @@ fn every_primitive_reports_its_kind() {
     let seen = observe(|| async {
         let c = client(&server).await;
         let holder = c.holder().expect("holder");
-        let rw = c.rwlock("shelf").expect("name");
-        rw.read(&holder)
-            .await
-            .expect("read")
-            .unlock()
-            .await
-            .expect("unlock");
-        rw.write(&holder)
-            .await
-            .expect("write")
-            .unlock()
-            .await
-            .expect("unlock");
-        let permits = c.semaphore("slots", 2).expect("name");
-        permits
-            .acquire()
-            .await
-            .expect("permit")
-            .release()
-            .await
-            .expect("release");
-        let multi = c.multi_mutex(["a", "b"]).expect("names");
-        multi
-            .lock()
-            .await
-            .expect("lock")
-            .unlock()
-            .await
-            .expect("unlock");
-        let fair = c.fair_mutex("line").expect("name");
-        fair.lock()
-            .await
-            .expect("lock")
-            .unlock()
-            .await
-            .expect("unlock");
+        take_each_primitive(&c, &holder, "shelf").await;
         let reentrant = c.reentrant_mutex("again").expect("name");
-        reentrant
-            .lock(&holder)
-            .await
-            .expect("lock")
-            .unlock()
-            .await
-            .expect("unlock");
+        let guard = reentrant.lock(&holder).await.expect("lock");
+        guard.unlock().await.expect("unlock");
     });
 
     for kind in [
