@@ -181,8 +181,8 @@ pub(crate) struct Hold {
     fence: u64,
     #[cfg(any(feature = "tracing", feature = "metrics"))]
     granted_at: Instant,
-    /// Set when the hold ended, by a release or a loss, whichever came first: a renewal still
-    /// in flight that finds a released lock gone does not make it a lost one.
+    /// Set when the hold ended, by a release or a loss, whichever came first: a renewal
+    /// answered after the release, finding the lock gone, does not make it a lost one.
     #[cfg(any(feature = "tracing", feature = "metrics"))]
     ended: AtomicBool,
 }
