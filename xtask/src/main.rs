@@ -1,7 +1,8 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
 //! - `setup`: installs Debian's `redis-server` and `redis-tools` when they are missing;
-//! - `test`: set-up, then formatting, lints, docs and every test of the workspace;
+//! - `test`: set-up, then formatting, lints, docs and every test of the workspace, lints and
+//!   tests of relock's optional features included;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon.
 
 mod demo;
@@ -29,31 +30,50 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <setup | test | demo>
 
   setup   install redis-server and redis-tools (Debian packages) if missing
-  test    setup, then cargo fmt --check, clippy -D warnings, docs, and every test
-          (extra arguments are passed to `cargo test`)
+  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features),
+          docs, and every test (extra arguments are passed to `cargo test --workspace`)
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)";
 
 /// The whole suite: the checks a change must pass, cheapest first.
+///
+/// relock's optional features (`tracing`, `metrics`) compile to nothing when off, so the
+/// workspace is linted both ways, but only relock itself with them on, and only their own
+/// test runs with them: everything else behaves the same either way.
 fn test(extra: &[String]) -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    clippy(&["--workspace"])?;
+    clippy(&["-p", "relock", "--all-features"])?;
     cargo(
         &[
-            "clippy",
+            "doc",
             "--workspace",
-            "--all-targets",
+            "--all-features",
+            "--no-deps",
             "--quiet",
-            "--",
-            "-D",
-            "warnings",
+        ],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    cargo(
+        &[
+            "test",
+            "-p",
+            "relock",
+            "--all-features",
+            "--test",
+            "observability",
         ],
         &[],
     )?;
-    cargo(
-        &["doc", "--workspace", "--no-deps", "--quiet"],
-        &[("RUSTDOCFLAGS", "-D warnings")],
-    )?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
+    cargo(&args, &[])
+}
+
+/// Lints every target of the `selection` of packages, warnings denied.
+fn clippy(selection: &[&str]) -> Result<(), String> {
+    let mut args = vec!["clippy"];
+    args.extend(selection);
+    args.extend(["--all-targets", "--quiet", "--", "-D", "warnings"]);
     cargo(&args, &[])
 }
 

@@ -12,6 +12,7 @@ use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
 use crate::notify::{Notifier, Source};
+use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
 use crate::token::random_id;
@@ -140,6 +141,7 @@ impl Client {
         sources: Vec<Source>,
         options: ClientOptions,
     ) -> Result<Client> {
+        observe::describe();
         let nodes = Arc::new(nodes);
         let conn = nodes.first().clone();
         let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);

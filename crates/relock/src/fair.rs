@@ -317,6 +317,10 @@ impl Resource for Inner {
         &self.keys.name
     }
 
+    fn kind(&self) -> &'static str {
+        "fair_mutex"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.keys.shared
     }

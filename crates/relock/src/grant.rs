@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::keeper::Renewal;
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
+use crate::observe::{self, Acquiring, Hold};
 use crate::options::{lease_millis, Lease, ReplicaAck};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
@@ -37,6 +38,8 @@ const RESEND_PAUSE: Duration = Duration::from_millis(20);
 pub(crate) trait Resource: Send + Sync + 'static {
     /// The name shown in errors.
     fn name(&self) -> &str;
+    /// What the primitive is called in spans and metrics: their `kind`.
+    fn kind(&self) -> &'static str;
     fn shared(&self) -> &Arc<Shared>;
     fn lease(&self) -> Lease;
     /// The lease in whole milliseconds, checked when the resource was made.
@@ -97,13 +100,21 @@ pub(crate) enum Reply {
 
 /// Tries once to acquire.
 pub(crate) async fn try_acquire<R: Resource>(resource: &Arc<R>) -> Result<Held<R>> {
+    let acquiring = Acquiring::start(resource.as_ref());
+    acquiring.run(try_once(resource, &acquiring)).await
+}
+
+async fn try_once<R: Resource>(resource: &Arc<R>, acquiring: &Acquiring) -> Result<Held<R>> {
     let mut attempt = Attempt::new(resource)?;
     match attempt.send().await? {
         Reply::Granted { fences, sent_at } => attempt.hold(fences, sent_at).await,
-        Reply::Held { remaining } => Err(Error::Held {
-            name: resource.name().to_owned(),
-            remaining,
-        }),
+        Reply::Held { remaining } => {
+            acquiring.found_held();
+            Err(Error::Held {
+                name: resource.name().to_owned(),
+                remaining,
+            })
+        }
     }
 }
 
@@ -112,12 +123,24 @@ pub(crate) async fn acquire<R: Resource>(
     resource: &Arc<R>,
     timeout: Option<Duration>,
 ) -> Result<Held<R>> {
+    let acquiring = Acquiring::start(resource.as_ref());
+    acquiring
+        .run(wait_for_grant(resource, timeout, &acquiring))
+        .await
+}
+
+async fn wait_for_grant<R: Resource>(
+    resource: &Arc<R>,
+    timeout: Option<Duration>,
+    acquiring: &Acquiring,
+) -> Result<Held<R>> {
     let started = Instant::now();
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
     if let Reply::Granted { fences, sent_at } = attempt.send().await? {
         return attempt.hold(fences, sent_at).await;
     }
+    acquiring.found_held();
     // Subscribe before the next attempt: a release between that attempt and the wait below is
     // then announced to this waiter instead of lost.
     let waiters = Waiters::register(resource, resource.wake_target(&attempt.token)).await;
@@ -359,6 +382,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
             r.lease_ms(),
             r.shared().options.drift,
             sent_at,
+            Hold::granted(r.as_ref(), first_fence(&fences)),
         ));
         if r.lease().is_renewed() {
             r.shared()
@@ -434,6 +458,11 @@ fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
     }));
 }
 
+/// The fence of the first name of a grant: the one a grant of a single name is known by.
+fn first_fence(fences: &[Fence]) -> Fence {
+    fences.first().copied().unwrap_or(Fence::new(0))
+}
+
 /// A grant held: what every public guard is made of.
 #[derive(Debug)]
 pub(crate) struct Held<R: Resource> {
@@ -452,7 +481,7 @@ impl<R: Resource> Held<R> {
 
     /// The fence of the first (usually only) name.
     pub(crate) fn fence(&self) -> Fence {
-        self.fences.first().copied().unwrap_or(Fence::new(0))
+        first_fence(&self.fences)
     }
 
     pub(crate) fn fences(&self) -> &[Fence] {
@@ -477,6 +506,10 @@ impl<R: Resource> Held<R> {
     }
 
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
+        observe::extension(&self.lease, self.send_extend(lease)).await
+    }
+
+    async fn send_extend(&self, lease: Duration) -> Result<()> {
         let lease_ms = lease_millis(lease)?;
         let r = &self.resource;
         if r.shared().nodes.is_distributed() {
@@ -500,7 +533,12 @@ impl<R: Resource> Held<R> {
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while
     /// the validity deadline has not passed, an earlier send released it: nobody else can have
     /// taken a lock that was still validly ours.
-    pub(crate) async fn unlock(mut self) -> Result<()> {
+    pub(crate) async fn unlock(self) -> Result<()> {
+        let lease = Arc::clone(&self.lease);
+        observe::release(&lease, self.release()).await
+    }
+
+    async fn release(mut self) -> Result<()> {
         self.stop_renewing();
         if self.resource.shared().nodes.is_distributed() {
             self.released = true;
@@ -545,6 +583,7 @@ impl<R: Resource> Drop for Held<R> {
         if !self.released {
             self.stop_renewing();
             release_in_background(self.resource.as_ref(), &self.token);
+            self.lease.hold().dropped();
         }
     }
 }

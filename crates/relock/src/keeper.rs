@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::lease::{LeaseState, Lost};
+use crate::observe::Renewing;
 use crate::quorum::Quorum;
 use crate::scripts::RENEW_BATCH;
 
@@ -104,6 +105,8 @@ impl Keeper {
 struct Entry {
     watched: Watched,
     due: Instant,
+    /// The renewal in flight, if one is.
+    renewing: Option<Renewing>,
 }
 
 /// The result of one batch call: when it was sent, which leases it covered, and for each lease
@@ -230,7 +233,14 @@ impl Renewals {
         let id = watched.lease.id();
         let due = Instant::now() + watched.lease.lease() / 3;
         self.schedule.insert((due, id));
-        self.entries.insert(id, Entry { watched, due });
+        self.entries.insert(
+            id,
+            Entry {
+                watched,
+                due,
+                renewing: None,
+            },
+        );
     }
 
     fn forget(&mut self, id: u64) {
@@ -270,10 +280,11 @@ impl Renewals {
         let mut keys_per_lease = Vec::with_capacity(ids.len());
         let mut position = 0;
         for id in &ids {
-            let Some(entry) = self.entries.get(id) else {
+            let Some(entry) = self.entries.get_mut(id) else {
                 keys_per_lease.push(0);
                 continue;
             };
+            entry.renewing = Some(entry.watched.lease.hold().renewing());
             for renewal in &entry.watched.renewals {
                 let shard = self.nodes.first().shard_of(&renewal.key);
                 let call = calls.entry(shard).or_insert_with(|| Call {
@@ -306,7 +317,8 @@ impl Renewals {
                 continue;
             };
             let lease = Arc::clone(&entry.watched.lease);
-            let next = match verdicts.get(i).copied().flatten() {
+            let verdict = verdicts.get(i).copied().flatten();
+            let next = match verdict {
                 Some(true) if lease.renewed(sent_at, lease.lease()) => {
                     Some(sent_at + lease.lease() / 3)
                 }
@@ -325,6 +337,9 @@ impl Renewals {
                     Some(now + (left / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)))
                 }
             };
+            if let Some(renewing) = entry.renewing.take() {
+                renewing.ended(verdict == Some(true), lease.is_lost());
+            }
             match next {
                 Some(due) => {
                     entry.due = due;

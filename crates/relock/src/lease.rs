@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::observe::Hold;
 use crate::options::Drift;
 
 /// Why a held lock was lost.
@@ -52,12 +53,19 @@ pub(crate) struct LeaseState {
     deadline: StdMutex<Instant>,
     lost: CancellationToken,
     reason: OnceLock<Lost>,
+    hold: Hold,
 }
 
 impl LeaseState {
     /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
     /// send, not the reply: the server started the lease no earlier than that.
-    pub(crate) fn new(lease: Duration, lease_ms: u64, drift: Drift, sent_at: Instant) -> Self {
+    pub(crate) fn new(
+        lease: Duration,
+        lease_ms: u64,
+        drift: Drift,
+        sent_at: Instant,
+        hold: Hold,
+    ) -> Self {
         LeaseState {
             id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
             lease,
@@ -66,6 +74,7 @@ impl LeaseState {
             deadline: StdMutex::new(valid_until(sent_at, lease, drift)),
             lost: CancellationToken::new(),
             reason: OnceLock::new(),
+            hold,
         }
     }
 
@@ -79,6 +88,11 @@ impl LeaseState {
 
     pub(crate) fn lease_ms(&self) -> u64 {
         self.lease_ms
+    }
+
+    /// The grant as observability reports it.
+    pub(crate) fn hold(&self) -> &Hold {
+        &self.hold
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -109,7 +123,9 @@ impl LeaseState {
 
     /// Fires the lost signal; the first reason given is the one reported.
     pub(crate) fn mark_lost(&self, reason: Lost) {
-        let _ = self.reason.set(reason);
+        if self.reason.set(reason).is_ok() {
+            self.hold.lost(reason);
+        }
         self.lost.cancel();
     }
 

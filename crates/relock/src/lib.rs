@@ -15,6 +15,7 @@ mod lease;
 mod multi;
 mod mutex;
 mod notify;
+mod observe;
 mod options;
 mod quorum;
 mod redlock;
@@ -51,6 +52,11 @@ pub mod topics {
     /// Bad input and faults, each with its outcome and the test that checks it.
     #[doc = include_str!("../../../docs/faults.md")]
     pub mod faults {}
+
+    /// Spans and metrics of the `tracing` and `metrics` features: what each means, its labels
+    /// and units, how to wire them up and what to alert on.
+    #[doc = include_str!("../../../docs/observability.md")]
+    pub mod observability {}
 }
 
 #[cfg(test)]

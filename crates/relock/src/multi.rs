@@ -298,6 +298,10 @@ impl Resource for Inner {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "multi_mutex"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

@@ -273,6 +273,10 @@ impl Resource for Inner {
         &self.name
     }
 
+    fn kind(&self) -> &'static str {
+        "mutex"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

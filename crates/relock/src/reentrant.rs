@@ -412,6 +412,10 @@ impl Resource for Claim {
         &self.lock.name
     }
 
+    fn kind(&self) -> &'static str {
+        "reentrant_mutex"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.lock.shared
     }

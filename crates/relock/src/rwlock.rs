@@ -558,6 +558,13 @@ impl Resource for Claim {
         &self.lock.name
     }
 
+    fn kind(&self) -> &'static str {
+        match self.mode {
+            Mode::Read => "rwlock_read",
+            Mode::Write => "rwlock_write",
+        }
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.lock.shared
     }

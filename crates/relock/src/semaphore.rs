@@ -584,6 +584,10 @@ impl Resource for Request {
         &self.semaphore.name
     }
 
+    fn kind(&self) -> &'static str {
+        "semaphore"
+    }
+
     fn shared(&self) -> &Arc<Shared> {
         &self.semaphore.shared
     }

@@ -1,8 +1,11 @@
 //! TLS and ACL against real servers: `rediss://` with certificates made at test time, client
 //! certificates, and an ACL user allowed only the lock prefix and the commands relock needs.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::take_each_primitive;
 use relock::{Client, ClientOptions, Error};
 use relock_testkit::{RedisServer, ServerOptions};
 
@@ -95,42 +98,7 @@ async fn exercise(a: &Client, b: &Client) {
         .await
         .expect("unlock");
     outer.unlock().await.expect("unlock");
-    let rw = a.rwlock("acct").expect("name");
-    rw.read(&holder)
-        .await
-        .expect("read")
-        .unlock()
-        .await
-        .expect("unlock");
-    rw.write(&holder)
-        .await
-        .expect("write")
-        .unlock()
-        .await
-        .expect("unlock");
-    let permit = a
-        .semaphore("acct", 2)
-        .expect("name")
-        .acquire()
-        .await
-        .expect("permit");
-    permit.release().await.expect("release");
-    a.fair_mutex("acct")
-        .expect("name")
-        .lock()
-        .await
-        .expect("lock")
-        .unlock()
-        .await
-        .expect("unlock");
-    let multi = a.multi_mutex(["acct", "ledger"]).expect("names");
-    multi
-        .lock()
-        .await
-        .expect("lock")
-        .unlock()
-        .await
-        .expect("unlock");
+    take_each_primitive(a, &holder, "acct").await;
 
     let stuck = a.mutex("stuck").expect("name").lock().await.expect("lock");
     assert_eq!(a.force_unlock("stuck").await.expect("force").len(), 1);

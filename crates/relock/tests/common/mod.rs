@@ -8,7 +8,7 @@ use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use relock::{Client, ClientOptions, Error};
+use relock::{Client, ClientOptions, Error, Holder};
 use relock_testkit::process::Workers;
 use relock_testkit::RedisServer;
 use tokio::task::JoinSet;
@@ -102,6 +102,26 @@ pub fn expect_held_for<T: Debug>(
         Ok(granted) => panic!("{when}: granted ({granted:?}), expected Held"),
         Err(other) => panic!("{when}: failed with {other}, expected Held"),
     }
+}
+
+/// Takes and releases, once each, a read and a write hold of the read-write lock `name`, a
+/// permit of the semaphore `name`, the fair mutex `name`, and the multi-mutex of `name` and
+/// `ledger`.
+pub async fn take_each_primitive(client: &Client, holder: &Holder, name: &str) {
+    let rw = client.rwlock(name).expect("name");
+    let read = rw.read(holder).await.expect("read");
+    read.unlock().await.expect("unlock");
+    let write = rw.write(holder).await.expect("write");
+    write.unlock().await.expect("unlock");
+    let semaphore = client.semaphore(name, 2).expect("name");
+    let permit = semaphore.acquire().await.expect("permit");
+    permit.release().await.expect("release");
+    let fair = client.fair_mutex(name).expect("name");
+    let first = fair.lock().await.expect("lock");
+    first.unlock().await.expect("unlock");
+    let multi = client.multi_mutex([name, "ledger"]).expect("names");
+    let all = multi.lock().await.expect("lock");
+    all.unlock().await.expect("unlock");
 }
 
 /// A multi-threaded runtime for a worker process or an orchestrator that runs no `#[test]`.
