@@ -118,8 +118,7 @@ impl Client {
         target: T,
         options: ClientOptions,
     ) -> Result<Client> {
-        options.validate()?;
-        let redis = options.open(target.into_connection_info()?)?;
+        let redis = single_server(target, &options)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
@@ -212,6 +211,16 @@ impl Client {
     pub fn options(&self) -> &ClientOptions {
         &self.shared.options
     }
+}
+
+/// The client of the one server at `target`, with the options checked: all that
+/// [`Client::connect_with_options`] does before it opens a connection.
+pub(crate) fn single_server<T: IntoConnectionInfo>(
+    target: T,
+    options: &ClientOptions,
+) -> Result<redis::Client> {
+    options.validate()?;
+    Ok(options.open(target.into_connection_info()?)?)
 }
 
 impl Shared {

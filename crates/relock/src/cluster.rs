@@ -96,18 +96,7 @@ impl Client {
         I: IntoIterator<Item = T>,
         T: IntoConnectionInfo,
     {
-        options.validate()?;
-        let nodes = nodes
-            .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
-            .collect::<redis::RedisResult<Vec<_>>>()?;
-        if nodes.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "nodes",
-                reason: "at least one cluster node address is needed".into(),
-            });
-        }
-        let commands = builder(nodes.clone(), &options).build()?;
+        let (commands, nodes) = cluster_nodes(nodes, &options)?;
         let conn = commands.get_async_connection().await?;
         Client::assemble(
             Conn::Cluster(conn),
@@ -118,6 +107,31 @@ impl Client {
             options,
         )
     }
+}
+
+/// The client of the cluster and its nodes' addresses, with the options checked: all that
+/// [`Client::connect_cluster_with_options`] does before it connects.
+pub(crate) fn cluster_nodes<I, T>(
+    nodes: I,
+    options: &ClientOptions,
+) -> Result<(ClusterClient, Vec<redis::ConnectionInfo>)>
+where
+    I: IntoIterator<Item = T>,
+    T: IntoConnectionInfo,
+{
+    options.validate()?;
+    let nodes = nodes
+        .into_iter()
+        .map(IntoConnectionInfo::into_connection_info)
+        .collect::<redis::RedisResult<Vec<_>>>()?;
+    if nodes.is_empty() {
+        return Err(Error::InvalidOption {
+            option: "nodes",
+            reason: "at least one cluster node address is needed".into(),
+        });
+    }
+    let commands = builder(nodes.clone(), options).build()?;
+    Ok((commands, nodes))
 }
 
 /// What the notification task needs to open its own cluster connection, which receives the

@@ -753,7 +753,7 @@ fn remaining_until(expiry_ms: i64, now_ms: i64) -> Duration {
 
 /// The `SCAN MATCH` pattern for names matching `pattern`: the prefix taken literally, the
 /// name's braces and `%` escaped as in keys, its glob characters kept.
-fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
+pub(crate) fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + pattern.len() + suffix.len() + 4);
     for &b in prefix.as_bytes() {
         if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
@@ -776,7 +776,7 @@ fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
 }
 
 /// The lock name inside `<prefix>{<escaped name>}:<suffix>`, if the key has that shape.
-fn name_of(prefix: &str, key: &[u8], suffix: &str) -> Option<Vec<u8>> {
+pub(crate) fn name_of(prefix: &str, key: &[u8], suffix: &str) -> Option<Vec<u8>> {
     let rest = key.strip_prefix(prefix.as_bytes())?.strip_prefix(b"{")?;
     let tail_len = suffix.len() + 2;
     if rest.len() < tail_len {

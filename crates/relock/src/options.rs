@@ -366,7 +366,26 @@ impl ClientOptions {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks every option as the `connect` functions do before they open a connection, so
+    /// that a configuration can be refused where it is read rather than where it is used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] naming the first option out of range: a prefix with braces or
+    /// over 256 bytes, a lease outside [`MIN_LEASE`]`..=`[`MAX_LEASE`], a zero or over-long
+    /// timeout, a drift factor outside `[0, 0.5)`, a holder label with `:` or over 128
+    /// bytes, a zero renewal batch, or a replica wait that cannot finish before the response
+    /// timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relock::ClientOptions;
+    ///
+    /// assert!(ClientOptions::default().prefix("billing:").validate().is_ok());
+    /// assert!(ClientOptions::default().prefix("{billing}:").validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;

@@ -173,23 +173,7 @@ impl Client {
         I: IntoIterator,
         I::Item: IntoConnectionInfo,
     {
-        options.validate()?;
-        let sentinels = sentinels
-            .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
-            .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()?;
-        if sentinels.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "sentinels",
-                reason: "at least one sentinel address is needed".into(),
-            });
-        }
-        let resolver = SentinelClient::build(
-            sentinels.clone(),
-            service_name,
-            Some(nodes.node_connection_info()),
-            SentinelServerType::Master,
-        )?;
+        let (resolver, sentinels) = sentinel_resolver(sentinels, service_name, &nodes, &options)?;
         let config = AsyncConnectionConfig::new()
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout));
@@ -207,6 +191,39 @@ impl Client {
             options,
         )
     }
+}
+
+/// The client that asks the sentinels for the master of `service_name`, and the sentinels'
+/// addresses, with the options checked: all that [`Client::connect_sentinel_with_options`]
+/// does before it connects.
+pub(crate) fn sentinel_resolver<I>(
+    sentinels: I,
+    service_name: &str,
+    nodes: &SentinelOptions,
+    options: &ClientOptions,
+) -> Result<(SentinelClient, Vec<ConnectionInfo>)>
+where
+    I: IntoIterator,
+    I::Item: IntoConnectionInfo,
+{
+    options.validate()?;
+    let sentinels = sentinels
+        .into_iter()
+        .map(IntoConnectionInfo::into_connection_info)
+        .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()?;
+    if sentinels.is_empty() {
+        return Err(Error::InvalidOption {
+            option: "sentinels",
+            reason: "at least one sentinel address is needed".into(),
+        });
+    }
+    let resolver = SentinelClient::build(
+        sentinels.clone(),
+        service_name,
+        Some(nodes.node_connection_info()),
+        SentinelServerType::Master,
+    )?;
+    Ok((resolver, sentinels))
 }
 
 /// A resolution asks a sentinel (connect, then a reply) and checks the named master's role
