@@ -5,9 +5,9 @@
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{IntoConnectionInfo, ProtocolVersion};
 
-use crate::client::Client;
+use crate::client::{addresses, Client};
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
 
@@ -67,8 +67,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] for an option out of range or no nodes;
-    /// [`Error::Redis`] when an address is malformed or no node can be reached.
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
+    /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
+    /// be reached.
     ///
     /// # Cancel safety
     ///
@@ -119,17 +120,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    options.validate()?;
-    let nodes = nodes
-        .into_iter()
-        .map(IntoConnectionInfo::into_connection_info)
-        .collect::<redis::RedisResult<Vec<_>>>()?;
-    if nodes.is_empty() {
-        return Err(Error::InvalidOption {
-            option: "nodes",
-            reason: "at least one cluster node address is needed".into(),
-        });
-    }
+    let nodes = addresses(nodes, options, "nodes", "cluster node")?;
     let commands = builder(nodes.clone(), options).build()?;
     Ok((commands, nodes))
 }
