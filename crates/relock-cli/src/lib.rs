@@ -17,6 +17,7 @@
 
 pub mod exit;
 
+mod config;
 mod duration;
 mod lock;
 mod output;
@@ -28,7 +29,9 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use relock::{Client, ClientOptions, SentinelOptions};
 
+pub use config::{Action, Config, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
+pub use lock::{Wait, Want};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -193,22 +196,6 @@ struct RunArgs {
     command: Vec<String>,
 }
 
-impl RunArgs {
-    fn want(&self) -> lock::Want {
-        use lock::Want;
-        match (self.semaphore, self.read, self.write, self.fair) {
-            (Some(total), ..) => Want::Semaphore {
-                total,
-                permits: self.permits,
-            },
-            (None, true, ..) => Want::Read,
-            (None, _, true, _) => Want::Write,
-            (None, _, _, true) => Want::Fair,
-            (None, false, false, false) => Want::Mutex,
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 struct StatusArgs {
     /// Glob over lock names.
@@ -269,8 +256,8 @@ impl From<relock::Error> for Failure {
 /// Parses the command line, runs the command, prints a one-line message on failure, and
 /// returns the exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let config = match Config::from_args(std::env::args_os()) {
+        Ok(config) => config,
         Err(err) => {
             let _ = err.print();
             return ExitCode::from(if err.use_stderr() {
@@ -291,7 +278,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::SOFTWARE);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    match runtime.block_on(dispatch(config)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("relock: {}", failure.message);
@@ -300,50 +287,34 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(cli: Cli) -> Result<u8, Failure> {
-    let client = connect(&cli).await?;
-    match cli.command {
-        Command::Run(args) => run::run(&client, args).await,
-        Command::Status(args) => status(&client, &args).await,
-        Command::Unlock(args) => unlock(&client, &args).await,
+async fn dispatch(config: Config) -> Result<u8, Failure> {
+    let client = connect(&config.target, config.options).await?;
+    match config.action {
+        Action::Run(plan) => run::run(&client, plan).await,
+        Action::Status { pattern, json } => status(&client, &pattern, json).await,
+        Action::Unlock { name } => unlock(&client, &name).await,
     }
 }
 
-async fn connect(cli: &Cli) -> Result<Client, Failure> {
-    let options = ClientOptions::default()
-        .prefix(cli.prefix.clone())
-        .holder_label(holder_label());
-    let (client, target) = if !cli.redlock.is_empty() {
-        let masters = cli.redlock.iter().map(String::as_str);
-        let client = Client::connect_redlock_with_options(masters, options).await;
-        (
-            client,
-            format!("RedLock masters {}", redacted_list(&cli.redlock)),
-        )
-    } else if !cli.cluster.is_empty() {
-        let nodes = cli.cluster.iter().map(String::as_str);
-        let client = Client::connect_cluster_with_options(nodes, options).await;
-        (
-            client,
-            format!("cluster nodes {}", redacted_list(&cli.cluster)),
-        )
-    } else if let (false, Some(service)) = (cli.sentinel.is_empty(), &cli.service) {
-        let sentinels = cli.sentinel.iter().map(String::as_str);
-        let client = Client::connect_sentinel_with_options(
-            sentinels,
-            service,
-            SentinelOptions::default(),
-            options,
-        )
-        .await;
-        let target = format!(
-            "master {service:?} of sentinels {}",
-            redacted_list(&cli.sentinel)
-        );
-        (client, target)
-    } else {
-        let client = Client::connect_with_options(cli.redis.as_str(), options).await;
-        (client, redacted(&cli.redis))
+async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
+    let options = options.holder_label(holder_label());
+    let client = match target {
+        Target::Single(url) => Client::connect_with_options(url.as_str(), options).await,
+        Target::RedLock(masters) => {
+            Client::connect_redlock_with_options(masters.iter().map(String::as_str), options).await
+        }
+        Target::Cluster(nodes) => {
+            Client::connect_cluster_with_options(nodes.iter().map(String::as_str), options).await
+        }
+        Target::Sentinel { sentinels, service } => {
+            Client::connect_sentinel_with_options(
+                sentinels.iter().map(String::as_str),
+                service,
+                SentinelOptions::default(),
+                options,
+            )
+            .await
+        }
     };
     client.map_err(|e| {
         let failure = Failure::from(e);
@@ -362,29 +333,9 @@ fn holder_label() -> String {
     label
 }
 
-/// The URLs without their passwords, comma-separated, for messages.
-fn redacted_list(urls: &[String]) -> String {
-    urls.iter()
-        .map(|url| redacted(url))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The URL without its password, for messages.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-async fn status(client: &Client, args: &StatusArgs) -> Result<u8, Failure> {
-    let locks = client.locks(&args.pattern).await?;
-    let text = if args.json {
+async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failure> {
+    let locks = client.locks(pattern).await?;
+    let text = if json {
         output::json(&locks)
     } else {
         output::table(&locks)
@@ -393,21 +344,12 @@ async fn status(client: &Client, args: &StatusArgs) -> Result<u8, Failure> {
     Ok(exit::SUCCESS)
 }
 
-async fn unlock(client: &Client, args: &UnlockArgs) -> Result<u8, Failure> {
-    if !args.force {
-        return Err(Failure::new(
-            exit::USAGE,
-            format!(
-                "refusing to release {:?} without --force (it may be held by a live process)",
-                args.name
-            ),
-        ));
-    }
-    let removed = client.force_unlock(&args.name).await?;
+async fn unlock(client: &Client, name: &str) -> Result<u8, Failure> {
+    let removed = client.force_unlock(name).await?;
     if removed.is_empty() {
         return Err(Failure::new(
             exit::NOT_HELD,
-            format!("no lock named {:?} is held", args.name),
+            format!("no lock named {name:?} is held"),
         ));
     }
     let mut said = String::new();
@@ -421,15 +363,6 @@ async fn unlock(client: &Client, args: &UnlockArgs) -> Result<u8, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_not_printed() {
-        assert_eq!(
-            redacted("redis://app:s3cret@db:6379/0"),
-            "redis://app:***@db:6379/0"
-        );
-        assert_eq!(redacted("redis://127.0.0.1"), "redis://127.0.0.1");
-    }
 
     #[test]
     fn the_command_line_reads_as_documented() {
@@ -466,19 +399,18 @@ mod tests {
         assert!(Cli::try_parse_from(["relock", "run", "job"]).is_err());
     }
 
-    fn want(args: &[&str]) -> Result<lock::Want, clap::Error> {
+    fn want(args: &[&str]) -> Result<Want, clap::Error> {
         let mut line = vec!["relock", "run"];
         line.extend_from_slice(args);
         line.extend_from_slice(&["--", "true"]);
-        match Cli::try_parse_from(line)?.command {
-            Command::Run(run) => Ok(run.want()),
+        match Config::from_args(line)?.action {
+            Action::Run(plan) => Ok(plan.want),
             other => panic!("run, got {other:?}"),
         }
     }
 
     #[test]
     fn one_kind_of_lock_per_run() {
-        use lock::Want;
         assert_eq!(want(&["job"]).expect("mutex"), Want::Mutex);
         assert_eq!(
             want(&["--semaphore", "3", "job"]).expect("semaphore"),

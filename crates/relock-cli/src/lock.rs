@@ -12,21 +12,29 @@ use relock::{
 
 /// What `relock run` was asked to hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Want {
+#[non_exhaustive]
+pub enum Want {
+    /// A mutex (no kind flag).
     Mutex,
-    /// `permits` of a semaphore of `total`.
+    /// `permits` of a semaphore of `total` (`--semaphore`, `--permits`); both at least 1.
     Semaphore {
+        /// The semaphore's permits in all.
         total: u32,
+        /// The permits this run takes.
         permits: u32,
     },
+    /// A read hold of a read-write lock (`--read`).
     Read,
+    /// The write hold of a read-write lock (`--write`).
     Write,
+    /// A fair mutex (`--fair`).
     Fair,
 }
 
 /// How long to wait for the lock.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
     /// Try once.
     No,
     /// Give up after this long.

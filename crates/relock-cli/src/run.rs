@@ -13,63 +13,58 @@ use relock::{Client, Error, LockKind, Lost};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::lock::{Guard, Lock, Wait};
-use crate::{exit, output, Failure, RunArgs};
+use crate::lock::{Guard, Lock};
+use crate::{exit, output, Failure, RunPlan};
 
-pub(crate) async fn run(client: &Client, args: RunArgs) -> Result<u8, Failure> {
+pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
     let lock = Lock::new(
         client,
-        args.want(),
-        &args.name,
-        args.lease,
+        plan.want,
+        &plan.name,
+        plan.lease,
         &crate::holder_label(),
     )?;
     let mut signals = Signals::new()?;
     let guard = tokio::select! {
-        guard = acquire(client, &lock, &args) => guard?,
+        guard = acquire(client, &lock, &plan) => guard?,
         sig = signals.next() => {
             return Err(Failure::new(
                 128 + sig as u8,
-                format!("interrupted by {sig} while waiting for lock {:?}", args.name),
+                format!("interrupted by {sig} while waiting for lock {:?}", plan.name),
             ));
         }
     };
-    let mut child = match spawn(&args, &guard) {
+    let mut child = match spawn(&plan, &guard) {
         Ok(child) => child,
         Err(failure) => {
             let _ = guard.unlock().await;
             return Err(failure);
         }
     };
-    match supervise(&mut child, &guard, &mut signals, args.kill_grace).await? {
-        Ending::Exited(status) => finish(guard, &args.name, status).await,
+    match supervise(&mut child, &guard, &mut signals, plan.kill_grace).await? {
+        Ending::Exited(status) => finish(guard, &plan.name, status).await,
         Ending::Lost(reason) => Err(Failure::new(
             exit::LOST,
             format!(
                 "lost lock {:?} while the command ran ({reason}); the command was stopped",
-                args.name
+                plan.name
             ),
         )),
     }
 }
 
-async fn acquire(client: &Client, lock: &Lock, args: &RunArgs) -> Result<Guard, Failure> {
-    let wait = match (args.no_wait, args.wait) {
-        (true, _) => Wait::No,
-        (false, Some(limit)) => Wait::AtMost(limit),
-        (false, None) => Wait::Forever,
-    };
-    match lock.take(wait).await {
+async fn acquire(client: &Client, lock: &Lock, plan: &RunPlan) -> Result<Guard, Failure> {
+    match lock.take(plan.wait).await {
         Ok(guard) => Ok(guard),
         Err(Error::Held { .. }) => {
-            let holder = who_holds(client, &args.name, lock.kind()).await;
+            let holder = who_holds(client, &plan.name, lock.kind()).await;
             Err(Failure::new(
                 exit::HELD,
                 format!("{holder}; not waiting (--no-wait)"),
             ))
         }
         Err(e @ Error::Timeout { .. }) => {
-            let holder = who_holds(client, &args.name, lock.kind()).await;
+            let holder = who_holds(client, &plan.name, lock.kind()).await;
             Err(Failure::new(exit::TIMEOUT, format!("{e}: {holder}")))
         }
         Err(e) => Err(e.into()),
@@ -89,14 +84,14 @@ async fn who_holds(client: &Client, name: &str, kind: LockKind) -> String {
     }
 }
 
-fn spawn(args: &RunArgs, guard: &Guard) -> Result<Child, Failure> {
-    let (program, rest) = args
+fn spawn(plan: &RunPlan, guard: &Guard) -> Result<Child, Failure> {
+    let (program, rest) = plan
         .command
         .split_first()
         .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
     Command::new(program)
         .args(rest)
-        .env("RELOCK_NAME", &args.name)
+        .env("RELOCK_NAME", &plan.name)
         .env("RELOCK_FENCE", guard.fence().to_string())
         .process_group(0)
         .spawn()

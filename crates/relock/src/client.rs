@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::IntoConnectionInfo;
+use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
@@ -119,8 +119,7 @@ impl Client {
         target: T,
         options: ClientOptions,
     ) -> Result<Client> {
-        options.validate()?;
-        let redis = options.open(target.into_connection_info()?)?;
+        let redis = single_server(target, &options)?;
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
@@ -214,6 +213,43 @@ impl Client {
     pub fn options(&self) -> &ClientOptions {
         &self.shared.options
     }
+}
+
+/// The addresses of a deployment's servers, at least one, with the options checked: the
+/// first step of every connect function that takes a list. `option` and `what` name the list
+/// in the error.
+pub(crate) fn addresses<I>(
+    targets: I,
+    options: &ClientOptions,
+    option: &'static str,
+    what: &str,
+) -> Result<Vec<ConnectionInfo>>
+where
+    I: IntoIterator,
+    I::Item: IntoConnectionInfo,
+{
+    options.validate()?;
+    let addresses = targets
+        .into_iter()
+        .map(IntoConnectionInfo::into_connection_info)
+        .collect::<redis::RedisResult<Vec<_>>>()?;
+    if addresses.is_empty() {
+        return Err(Error::InvalidOption {
+            option,
+            reason: format!("at least one {what} address is needed"),
+        });
+    }
+    Ok(addresses)
+}
+
+/// The client of the one server at `target`, with the options checked: all that
+/// [`Client::connect_with_options`] does before it opens a connection.
+pub(crate) fn single_server<T: IntoConnectionInfo>(
+    target: T,
+    options: &ClientOptions,
+) -> Result<redis::Client> {
+    options.validate()?;
+    Ok(options.open(target.into_connection_info()?)?)
 }
 
 impl Shared {

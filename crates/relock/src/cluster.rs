@@ -5,9 +5,9 @@
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{IntoConnectionInfo, ProtocolVersion};
 
-use crate::client::Client;
+use crate::client::{addresses, Client};
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
 
@@ -67,8 +67,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] for an option out of range or no nodes;
-    /// [`Error::Redis`] when an address is malformed or no node can be reached.
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
+    /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
+    /// be reached.
     ///
     /// # Cancel safety
     ///
@@ -96,18 +97,7 @@ impl Client {
         I: IntoIterator<Item = T>,
         T: IntoConnectionInfo,
     {
-        options.validate()?;
-        let nodes = nodes
-            .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
-            .collect::<redis::RedisResult<Vec<_>>>()?;
-        if nodes.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "nodes",
-                reason: "at least one cluster node address is needed".into(),
-            });
-        }
-        let commands = builder(nodes.clone(), &options).build()?;
+        let (commands, nodes) = cluster_nodes(nodes, &options)?;
         let conn = commands.get_async_connection().await?;
         Client::assemble(
             Conn::Cluster(conn),
@@ -118,6 +108,21 @@ impl Client {
             options,
         )
     }
+}
+
+/// The client of the cluster and its nodes' addresses, with the options checked: all that
+/// [`Client::connect_cluster_with_options`] does before it connects.
+pub(crate) fn cluster_nodes<I, T>(
+    nodes: I,
+    options: &ClientOptions,
+) -> Result<(ClusterClient, Vec<redis::ConnectionInfo>)>
+where
+    I: IntoIterator<Item = T>,
+    T: IntoConnectionInfo,
+{
+    let nodes = addresses(nodes, options, "nodes", "cluster node")?;
+    let commands = builder(nodes.clone(), options).build()?;
+    Ok((commands, nodes))
 }
 
 /// What the notification task needs to open its own cluster connection, which receives the

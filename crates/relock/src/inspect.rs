@@ -762,7 +762,7 @@ fn remaining_until(expiry_ms: i64, now_ms: i64) -> Duration {
 
 /// The `SCAN MATCH` pattern for names matching `pattern`: the prefix taken literally, the
 /// name's braces and `%` escaped as in keys, its glob characters kept.
-fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
+pub(crate) fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + pattern.len() + suffix.len() + 4);
     for &b in prefix.as_bytes() {
         if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
@@ -784,18 +784,22 @@ fn scan_pattern(prefix: &str, pattern: &str, suffix: &str) -> Vec<u8> {
     out
 }
 
-/// The lock name inside `<prefix>{<escaped name>}:<suffix>`, if the key has that shape.
-fn name_of(prefix: &str, key: &[u8], suffix: &str) -> Option<Vec<u8>> {
+/// The lock name inside `<prefix>{<escaped name>}:<suffix>`, if the key is that name's own
+/// key. Other keys under the prefix (an empty or oversized name, braces left unescaped) were
+/// not made by relock: they name no lock, and must not stop the listing of the others.
+pub(crate) fn name_of(prefix: &str, key: &[u8], suffix: &str) -> Option<Vec<u8>> {
     let rest = key.strip_prefix(prefix.as_bytes())?.strip_prefix(b"{")?;
     let tail_len = suffix.len() + 2;
     if rest.len() < tail_len {
         return None;
     }
     let (escaped, tail) = rest.split_at(rest.len() - tail_len);
-    if tail.strip_prefix(b"}:")? != suffix.as_bytes() || escaped.contains(&b'}') {
+    if tail.strip_prefix(b"}:")? != suffix.as_bytes() {
         return None;
     }
-    unescape_name(escaped)
+    let name = unescape_name(escaped)?;
+    let own_key = LockKeys::new(prefix, &name).ok()?.key(suffix);
+    (own_key == key).then_some(name)
 }
 
 #[cfg(test)]
@@ -829,6 +833,22 @@ mod tests {
         assert_eq!(name_of("other:", b"relock:{a}:mutex", "mutex"), None);
         assert_eq!(name_of("relock:", b"relock:{a}:fair-line", "fair"), None);
         assert_eq!(name_of("relock:", b"relock:{a}:rmutex", "mutex"), None);
+    }
+
+    #[test]
+    fn keys_relock_did_not_make_name_no_lock() {
+        // The smallest key the fuzz target `lock_name` found: an unescaped brace in the tag.
+        assert_eq!(name_of("relock:", b"relock:{k{lo}:mutex", "mutex"), None);
+        assert_eq!(name_of("relock:", b"relock:{}:mutex", "mutex"), None);
+        assert_eq!(name_of("relock:", b"relock:{a}b}:mutex", "mutex"), None);
+        assert_eq!(name_of("relock:", b"relock:{%7b}:mutex", "mutex"), None);
+        let oversized = [
+            &b"relock:{"[..],
+            &[b'x'; crate::MAX_NAME_LEN + 1],
+            b"}:mutex",
+        ]
+        .concat();
+        assert_eq!(name_of("relock:", &oversized, "mutex"), None);
     }
 
     #[test]

@@ -7,6 +7,10 @@ mod cluster;
 mod conn;
 mod error;
 mod fair;
+// Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod grant;
 mod inspect;
 mod keeper;

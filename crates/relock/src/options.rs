@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+
 use crate::error::{Error, Result};
 use crate::keys::validate_prefix;
 
@@ -159,6 +162,48 @@ impl Tls {
             root_cert: self.root.clone(),
         })
     }
+}
+
+impl Tls {
+    /// Checks that the certificates read as the `redis` crate reads them when a client is
+    /// built, and that each PEM holds a certificate: a bad PEM is a bad option, not a server
+    /// that cannot be reached.
+    fn validate(&self) -> Result<()> {
+        if let Some(root) = &self.root {
+            let only_root = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root.clone()),
+            };
+            check_certificates("tls_root_certificate", only_root, root)?;
+        }
+        if let Some((cert, key)) = &self.client {
+            let only_client = redis::TlsCertificates {
+                client_tls: Some(redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+                root_cert: None,
+            };
+            check_certificates("tls_client_certificate", only_client, cert)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds a client for a TLS server with `certificates`, which parses them and connects to
+/// nothing, and counts the certificates in `pem`.
+fn check_certificates(
+    option: &'static str,
+    certificates: redis::TlsCertificates,
+    pem: &[u8],
+) -> Result<()> {
+    let refused = |reason: String| Error::InvalidOption { option, reason };
+    redis::Client::build_with_tls("rediss://localhost/", certificates)
+        .map_err(|e| refused(e.to_string()))?;
+    if CertificateDer::pem_slice_iter(pem).next().is_none() {
+        return Err(refused("the PEM holds no certificate".into()));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Tls {
@@ -392,7 +437,27 @@ impl ClientOptions {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks every option as the `connect` functions do before they open a connection, so
+    /// that a configuration can be refused where it is read rather than where it is used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] naming the first option out of range: a prefix with braces or
+    /// over 256 bytes, a lease outside [`MIN_LEASE`]`..=`[`MAX_LEASE`], a zero or over-long
+    /// timeout, a drift factor outside `[0, 0.5)`, a holder label with `:` or over 128
+    /// bytes, a zero renewal batch, a replica wait that cannot finish before the response
+    /// timeout, or TLS certificates or a key that do not read as PEM (or hold no
+    /// certificate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use relock::ClientOptions;
+    ///
+    /// assert!(ClientOptions::default().prefix("billing:").validate().is_ok());
+    /// assert!(ClientOptions::default().prefix("{billing}:").validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;
@@ -429,7 +494,7 @@ impl ClientOptions {
                 reason: format!("at most {MAX_LEASE:?}"),
             });
         }
-        Ok(())
+        self.tls.validate()
     }
 }
 
@@ -556,6 +621,23 @@ mod tests {
             .default_lease(Lease::Fixed(Duration::ZERO))
             .validate()
             .is_err());
+    }
+
+    #[test]
+    fn certificates_that_do_not_read_are_a_bad_option() {
+        let refused_as = |options: ClientOptions| match options.validate() {
+            Err(Error::InvalidOption { option, .. }) => option,
+            other => panic!("{other:?}"),
+        };
+        let not_base64 = "-----BEGIN CERTIFICATE-----\n\u{ef}\n-----END CERTIFICATE-----\n";
+        let not_der = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        for root in [not_base64, not_der, "", "no PEM here"] {
+            let options = ClientOptions::default().tls_root_certificate(root);
+            assert_eq!(refused_as(options), "tls_root_certificate", "{root:?}");
+        }
+        // The smallest input the fuzz target `connection_url` found: no certificate, no key.
+        let options = ClientOptions::default().tls_client_certificate(";", "");
+        assert_eq!(refused_as(options), "tls_client_certificate");
     }
 
     #[test]

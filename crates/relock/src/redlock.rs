@@ -116,21 +116,9 @@ impl Client {
         I: IntoIterator<Item = T>,
         T: IntoConnectionInfo,
     {
-        options.validate()?;
-        if options.replica_ack.is_some() {
-            // Each master's replicas are its own business: RedLock's answer to losing a master
-            // is the majority, not replication.
-            return Err(Error::InvalidOption {
-                option: "wait_for_replicas",
-                reason: "not available on a RedLock client; the majority of masters is what a \
-                         lock survives on"
-                    .into(),
-            });
-        }
         let mut nodes = Vec::new();
         let mut sources = Vec::new();
-        for master in masters {
-            let redis = options.open(master.into_connection_info()?)?;
+        for redis in master_servers(masters, &options)? {
             nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
             sources.push(Source::Single(redis));
         }
@@ -142,6 +130,33 @@ impl Client {
         };
         Client::assemble_quorum(quorum, sources, options)
     }
+}
+
+/// The client of each master, with the options checked: all that
+/// [`Client::connect_redlock_with_options`] does before it makes connections.
+pub(crate) fn master_servers<I, T>(
+    masters: I,
+    options: &ClientOptions,
+) -> Result<Vec<redis::Client>>
+where
+    I: IntoIterator<Item = T>,
+    T: IntoConnectionInfo,
+{
+    options.validate()?;
+    if options.replica_ack.is_some() {
+        // Each master's replicas are its own business: RedLock's answer to losing a master
+        // is the majority, not replication.
+        return Err(Error::InvalidOption {
+            option: "wait_for_replicas",
+            reason: "not available on a RedLock client; the majority of masters is what a \
+                     lock survives on"
+                .into(),
+        });
+    }
+    masters
+        .into_iter()
+        .map(|master| Ok(options.open(master.into_connection_info()?)?))
+        .collect()
 }
 
 /// A connection that is opened in the background and reopened after failures, so that a

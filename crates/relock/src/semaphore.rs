@@ -544,7 +544,7 @@ impl Semaphore {
     }
 }
 
-fn check_count(permits: u32) -> Result<()> {
+pub(crate) fn check_count(permits: u32) -> Result<()> {
     if permits == 0 {
         return Err(Error::InvalidOption {
             option: "permits",

@@ -8,9 +8,9 @@ use std::time::Duration;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
-use crate::client::Client;
+use crate::client::{addresses, Client};
 use crate::conn::Conn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
 
@@ -94,8 +94,9 @@ impl Client {
     /// the master unreachable or demoted, or a sentinel announces a new master, the client
     /// asks again and further commands go to the new master; the lock commands that can be
     /// resent safely (acquire and release, idempotent by owner token) are resent, other
-    /// operations return an error for which [`Error::is_unavailable`] is true. Waiters
-    /// subscribe on the master too and follow it the same way. See
+    /// operations return an error for which
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable) is true. Waiters subscribe on
+    /// the master too and follow it the same way. See
     /// [following failovers](crate::SentinelOptions#following-failovers) for the details.
     ///
     /// # Panics
@@ -104,9 +105,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] for an empty list of sentinels;
-    /// [`Error::Redis`] when an address is malformed, no sentinel answers, none names a
-    /// master for `service_name`, or the master cannot be reached.
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an empty list of sentinels;
+    /// [`Error::Redis`](crate::Error::Redis) when an address is malformed, no sentinel answers,
+    /// none names a master for `service_name`, or the master cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -153,8 +154,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] for an option out of range or no sentinels; [`Error::Redis`]
-    /// as for [`Client::connect_sentinel`], and when the master refuses the credentials.
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
+    /// sentinels; [`Error::Redis`](crate::Error::Redis) as for [`Client::connect_sentinel`],
+    /// and when the master refuses the credentials.
     ///
     /// # Cancel safety
     ///
@@ -173,23 +175,7 @@ impl Client {
         I: IntoIterator,
         I::Item: IntoConnectionInfo,
     {
-        options.validate()?;
-        let sentinels = sentinels
-            .into_iter()
-            .map(IntoConnectionInfo::into_connection_info)
-            .collect::<redis::RedisResult<Vec<ConnectionInfo>>>()?;
-        if sentinels.is_empty() {
-            return Err(Error::InvalidOption {
-                option: "sentinels",
-                reason: "at least one sentinel address is needed".into(),
-            });
-        }
-        let resolver = SentinelClient::build(
-            sentinels.clone(),
-            service_name,
-            Some(nodes.node_connection_info()),
-            SentinelServerType::Master,
-        )?;
+        let (resolver, sentinels) = sentinel_resolver(sentinels, service_name, &nodes, &options)?;
         let config = AsyncConnectionConfig::new()
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout));
@@ -207,6 +193,29 @@ impl Client {
             options,
         )
     }
+}
+
+/// The client that asks the sentinels for the master of `service_name`, and the sentinels'
+/// addresses, with the options checked: all that [`Client::connect_sentinel_with_options`]
+/// does before it connects.
+pub(crate) fn sentinel_resolver<I>(
+    sentinels: I,
+    service_name: &str,
+    nodes: &SentinelOptions,
+    options: &ClientOptions,
+) -> Result<(SentinelClient, Vec<ConnectionInfo>)>
+where
+    I: IntoIterator,
+    I::Item: IntoConnectionInfo,
+{
+    let sentinels = addresses(sentinels, options, "sentinels", "sentinel")?;
+    let resolver = SentinelClient::build(
+        sentinels.clone(),
+        service_name,
+        Some(nodes.node_connection_info()),
+        SentinelServerType::Master,
+    )?;
+    Ok((resolver, sentinels))
 }
 
 /// A resolution asks a sentinel (connect, then a reply) and checks the named master's role

@@ -179,6 +179,26 @@ async fn keys_of_other_types_are_skipped_and_left_alone() -> Result<(), Error> {
 }
 
 #[tokio::test]
+async fn keys_relock_did_not_make_are_skipped_and_left_alone() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let oversized = format!("relock:{{{}}}:mutex", "x".repeat(relock::MAX_NAME_LEN + 1));
+    let strangers = ["relock:{}:mutex", "relock:{k{lo}:mutex", oversized.as_str()];
+    for key in strangers {
+        server.cli(&["SET", key, "tokentokentokentokento:1:"]);
+    }
+    let guard = client.mutex("k{lo")?.lock().await?;
+    let listed = client.locks("*").await?;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].name, "k{lo");
+    guard.unlock().await?;
+    for key in strangers {
+        assert_eq!(server.cli(&["EXISTS", key]), "1");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn force_unlock_frees_every_kind_keeps_the_fence_and_wakes_waiters() -> Result<(), Error> {
     let server = RedisServer::start();
     let client = client(&server).await;
