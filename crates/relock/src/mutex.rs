@@ -135,7 +135,8 @@ impl Mutex {
     ///
     /// Cancel safe. If the future is dropped after a request went out, the lock may have been
     /// granted without the caller knowing: it is released in the background, by owner token,
-    /// so a cancelled `lock()` leaves the lock free.
+    /// so a cancelled `lock()` leaves the lock free. A waiter's place among the waiters is
+    /// given up the same way (or ends by itself within three wake fallbacks).
     ///
     /// # Examples
     ///

@@ -268,6 +268,66 @@ async fn aborting_a_waiting_lock_leaves_the_lock_free() {
     free.unlock().await.expect("unlock");
 }
 
+/// Waits until the mutex `name` shows `queued` waiters with a place and `clients` clients
+/// subscribed, then a little longer, for each waiter's attempt after it subscribed.
+async fn waiters_settle(c: &relock::Client, name: &str, queued: u64, clients: u64) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let info = c.lock_info(name).await.expect("inspect").expect("held");
+            if info.queued == Some(queued) && info.waiting_clients == clients {
+                return;
+            }
+            tokio::time::sleep(ms(10)).await;
+        }
+    })
+    .await
+    .expect("the waiters settle");
+    tokio::time::sleep(ms(100)).await;
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_leaves_its_place_so_the_next_release_wakes_another() {
+    let server = RedisServer::start();
+    // Fallback timers far beyond the test: only a release's wake can hand the lock over.
+    let slow = || ClientOptions::default().wake_fallback(Duration::from_secs(30));
+    let holder = client(&server).await;
+    let (quitter, stayer) = (
+        client_with(&server, slow()).await,
+        client_with(&server, slow()).await,
+    );
+    let held = holder
+        .mutex("turn")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    // The quitter waits first, so its place would be the first woken.
+    let quitting = {
+        let mutex = quitter.mutex("turn").expect("name");
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    waiters_settle(&holder, "turn", 1, 1).await;
+    let staying = {
+        let mutex = stayer.mutex("turn").expect("name");
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    waiters_settle(&holder, "turn", 2, 2).await;
+    quitting.abort();
+    assert!(quitting.await.is_err(), "aborted while waiting");
+    // Its place goes with it (the stayer's place and subscription remain).
+    waiters_settle(&holder, "turn", 1, 1).await;
+
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let guard = tokio::time::timeout(Duration::from_secs(5), staying)
+        .await
+        .expect("the release woke the waiter that stayed, not the one that left")
+        .expect("task")
+        .expect("lock");
+    assert!(released.elapsed() < Duration::from_secs(5));
+    guard.unlock().await.expect("unlock");
+}
+
 #[tokio::test]
 async fn aborting_an_acquire_in_flight_releases_what_it_was_granted() {
     let server = RedisServer::start();
