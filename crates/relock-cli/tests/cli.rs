@@ -372,12 +372,12 @@ fn sigterm_to_relock_reaches_the_command_and_the_lock_is_released() {
         group_file: None,
     };
     wait_until_held(&server, "graceful");
-    let pid = run.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
+    let pid = i32::try_from(run.child.id()).expect("a pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM to relock");
     let out = finish(run, Duration::from_secs(10));
     assert_eq!(
         code(&out),
