@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{IntoConnectionInfo, ScriptInvocation};
 use tokio::time::Instant;
 
-use crate::client::Client;
+use crate::client::{addresses, Client};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::grant::{Reply, Resource};
@@ -142,7 +142,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    options.validate()?;
+    let masters = addresses(masters, options, "masters", "master")?;
     if options.replica_ack.is_some() {
         // Each master's replicas are its own business: RedLock's answer to losing a master
         // is the majority, not replication.
@@ -155,7 +155,7 @@ where
     }
     masters
         .into_iter()
-        .map(|master| Ok(options.open(master.into_connection_info()?)?))
+        .map(|master| Ok(options.open(master)?))
         .collect()
 }
 
