@@ -266,7 +266,6 @@ impl fmt::Debug for MultiMutex {
     }
 }
 
-/// `[a, b, c]`, or the first few names and a count of the rest.
 /// A script may only touch keys of one slot on Redis Cluster, and the names of one multi-lock
 /// usually hash to several.
 fn refuse_several_shards(shared: &Shared, members: &[Member]) -> Result<()> {
@@ -281,6 +280,7 @@ fn refuse_several_shards(shared: &Shared, members: &[Member]) -> Result<()> {
     Ok(())
 }
 
+/// `[a, b, c]`, or the first few names and a count of the rest.
 fn display_names(members: &[Member]) -> String {
     let mut shown: Vec<String> = members
         .iter()
