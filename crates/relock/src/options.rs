@@ -162,9 +162,7 @@ impl Tls {
             root_cert: self.root.clone(),
         })
     }
-}
 
-impl Tls {
     /// Checks that the certificates read as the `redis` crate reads them when a client is
     /// built, and that each PEM holds a certificate: a bad PEM is a bad option, not a server
     /// that cannot be reached.
@@ -231,13 +229,17 @@ pub(crate) struct ReplicaAck {
 const PLACE_FALLBACKS: u32 = 3;
 
 impl ClientOptions {
-    /// How long a waiter's place (in a fair lock's line, among a mutex's waiters) lasts without
-    /// an attempt, in ms: the longest nap between two attempts (one fallback), with room for slow
-    /// replies and a missed wake-up or two.
+    /// How long a waiter's place (in a fair lock's line, among a mutex's waiters, a read-write
+    /// lock's waiting writer's marker) lasts without an attempt, in ms: the longest nap between
+    /// two attempts (one fallback), with room for slow replies and a missed wake-up or two, and
+    /// no longer than the longest lease.
     pub(crate) fn place_ms(&self) -> u64 {
-        millis(self.wake_fallback)
-            .saturating_mul(u64::from(PLACE_FALLBACKS))
-            .saturating_add(millis(self.response_timeout))
+        let place = self
+            .wake_fallback
+            .saturating_mul(PLACE_FALLBACKS)
+            .saturating_add(self.response_timeout)
+            .min(MAX_LEASE);
+        millis(place)
     }
 
     /// How long a lock name's last fence is kept beyond a lease, in ms.
@@ -638,6 +640,21 @@ mod tests {
         // The smallest input the fuzz target `connection_url` found: no certificate, no key.
         let options = ClientOptions::default().tls_client_certificate(";", "");
         assert_eq!(refused_as(options), "tls_client_certificate");
+    }
+
+    #[test]
+    fn places_outlive_a_few_attempts_and_stay_bounded() {
+        let ms = |n| Duration::from_millis(n);
+        let place = |fallback, response| {
+            ClientOptions::default()
+                .wake_fallback(fallback)
+                .response_timeout(response)
+                .place_ms()
+        };
+        assert_eq!(place(ms(1000), ms(1000)), 4000);
+        assert_eq!(place(ms(100), ms(250)), 550);
+        let huge = place(MAX_LEASE, MAX_LEASE);
+        assert_eq!(u128::from(huge), MAX_LEASE.as_millis());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
 use crate::lease::Lost;
-use crate::options::{Lease, MAX_LEASE};
+use crate::options::Lease;
 use crate::reentrant::Holder;
 use crate::scripts::{announcing_script, Announcing};
 use crate::token::{Fence, OwnerToken};
@@ -232,17 +232,6 @@ impl Claim {
     }
 }
 
-/// A marker must outlive the pauses between its writer's attempts, which are at most the
-/// wake fallback apart plus a reply's time; a few times that spares it from lapsing on a slow
-/// reply, and still frees the readers soon after its writer died.
-fn marker_millis(wake_fallback: Duration, response_timeout: Duration) -> u64 {
-    let span = wake_fallback
-        .saturating_mul(3)
-        .saturating_add(response_timeout)
-        .min(MAX_LEASE);
-    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Turns the acquire script's refusal of an upgrade into its typed error.
 fn refuse_upgrade(result: Result<Held<Claim>>, name: &str) -> Result<Held<Claim>> {
     match result {
@@ -260,7 +249,9 @@ impl RwLock {
         let lease_ms = lease.millis()?;
         let client = &shared.options;
         let fence_memory_ms = client.fence_memory_ms();
-        let marker_ms = marker_millis(client.wake_fallback, client.response_timeout);
+        // A marker is a waiting writer's place: it outlives the pauses between the writer's
+        // attempts, and still frees the readers soon after its writer died.
+        let marker_ms = client.place_ms();
         Ok(RwLock {
             inner: Arc::new(Inner {
                 name: keys.display_name(),
@@ -829,15 +820,6 @@ mod tests {
         is_send_sync::<RwLockOptions>();
         is_send_sync::<RwLockReadGuard>();
         is_send_sync::<RwLockWriteGuard>();
-    }
-
-    #[test]
-    fn markers_outlive_a_few_attempts_and_stay_bounded() {
-        let ms = |n| Duration::from_millis(n);
-        assert_eq!(marker_millis(ms(1000), ms(1000)), 4000);
-        assert_eq!(marker_millis(ms(100), ms(250)), 550);
-        let huge = marker_millis(MAX_LEASE, MAX_LEASE);
-        assert_eq!(u128::from(huge), MAX_LEASE.as_millis());
     }
 
     #[test]
