@@ -317,14 +317,39 @@ async fn grants_wait_for_the_replica_of_their_slot() {
     let a = Client::connect_cluster_with_options(cluster.urls(), options)
         .await
         .expect("connect");
-    for name in blocking(|| names_on_every_master(&cluster, "acked")) {
+    let names = blocking(|| names_on_every_master(&cluster, "acked"));
+    for name in &names {
         let guard = a
-            .mutex(&name)
+            .mutex(name)
             .expect("name")
             .lock()
             .await
             .expect("acknowledged");
         guard.unlock().await.expect("unlock");
+    }
+    // With the replica of the first name's slot paused, only that name's grants go
+    // unacknowledged: the WAIT went to that slot's master, not to any other.
+    let paused = RedisCluster::slot_of(mutex_key(&names[0]));
+    blocking(|| cluster.replica_of(paused).pause());
+    let first = a.mutex(&names[0]).expect("name").try_lock().await;
+    let others = {
+        let mut others = Vec::new();
+        for name in &names[1..] {
+            others.push(a.mutex(name).expect("name").try_lock().await);
+        }
+        others
+    };
+    blocking(|| cluster.replica_of(paused).resume());
+    assert!(
+        matches!(first, Err(Error::NotReplicated { .. })),
+        "{first:?}"
+    );
+    for other in others {
+        other
+            .expect("acknowledged by its own slot's replica")
+            .unlock()
+            .await
+            .expect("unlock");
     }
 }
 
