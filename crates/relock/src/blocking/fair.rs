@@ -1,11 +1,10 @@
 //! The blocking fair mutex and its guard.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::token::Fence;
@@ -37,11 +36,9 @@ pub struct FairMutex {
     runtime: Arc<Runtime>,
 }
 
-impl FairMutex {
-    pub(crate) fn new(mutex: crate::FairMutex, runtime: Arc<Runtime>) -> Self {
-        FairMutex { mutex, runtime }
-    }
+handle_methods!(FairMutex, mutex);
 
+impl FairMutex {
     /// The lock's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
         self.mutex.name()
@@ -85,8 +82,7 @@ impl FairMutex {
     /// # }
     /// ```
     pub fn lock(&self) -> Result<FairMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock())??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock())
     }
 
     /// Blocks at most `timeout` for the lock. See [`FairMutex::lock`].
@@ -110,8 +106,7 @@ impl FairMutex {
     /// # }
     /// ```
     pub fn lock_timeout(&self, timeout: Duration) -> Result<FairMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock_timeout(timeout))??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock_timeout(timeout))
     }
 
     /// Tries once to take the lock, without waiting: granted only when it is free and nobody
@@ -139,22 +134,7 @@ impl FairMutex {
     /// # }
     /// ```
     pub fn try_lock(&self) -> Result<FairMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.try_lock())??;
-        Ok(self.guard(guard))
-    }
-
-    fn guard(&self, guard: crate::FairMutexGuard) -> FairMutexGuard {
-        FairMutexGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for FairMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::FairMutex")
-            .field(&self.mutex)
-            .finish()
+        self.runtime.hold(self.mutex.try_lock())
     }
 }
 
@@ -187,8 +167,6 @@ pub struct FairMutexGuard {
     held: Held<crate::FairMutexGuard>,
 }
 
-async_guard!(crate::FairMutexGuard, unlock);
-
 impl FairMutexGuard {
     /// The fencing token of this grant: larger than that of every earlier grant of the name.
     pub fn fence(&self) -> Fence {
@@ -220,12 +198,4 @@ impl FairMutexGuard {
     }
 }
 
-guard_methods!(FairMutexGuard, "lock");
-
-impl fmt::Debug for FairMutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::FairMutexGuard")
-            .field(self.held.guard())
-            .finish()
-    }
-}
+guard_methods!(FairMutexGuard, unlock, "lock");

@@ -1,11 +1,10 @@
 //! The blocking mutex and its guard.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::token::Fence;
@@ -38,11 +37,9 @@ pub struct Mutex {
     runtime: Arc<Runtime>,
 }
 
-impl Mutex {
-    pub(crate) fn new(mutex: crate::Mutex, runtime: Arc<Runtime>) -> Self {
-        Mutex { mutex, runtime }
-    }
+handle_methods!(Mutex, mutex);
 
+impl Mutex {
     /// The lock's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
         self.mutex.name()
@@ -86,8 +83,7 @@ impl Mutex {
     /// # }
     /// ```
     pub fn lock(&self) -> Result<MutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock())??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock())
     }
 
     /// Blocks at most `timeout` for the lock. See [`Mutex::lock`].
@@ -111,8 +107,7 @@ impl Mutex {
     /// # }
     /// ```
     pub fn lock_timeout(&self, timeout: Duration) -> Result<MutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock_timeout(timeout))??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock_timeout(timeout))
     }
 
     /// Tries once to take the lock, without waiting for another owner to release it.
@@ -139,20 +134,7 @@ impl Mutex {
     /// # }
     /// ```
     pub fn try_lock(&self) -> Result<MutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.try_lock())??;
-        Ok(self.guard(guard))
-    }
-
-    fn guard(&self, guard: crate::MutexGuard) -> MutexGuard {
-        MutexGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for Mutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::Mutex").field(&self.mutex).finish()
+        self.runtime.hold(self.mutex.try_lock())
     }
 }
 
@@ -185,8 +167,6 @@ pub struct MutexGuard {
     held: Held<crate::MutexGuard>,
 }
 
-async_guard!(crate::MutexGuard, unlock);
-
 impl MutexGuard {
     /// The fencing token of this grant: larger than that of every earlier grant of the name.
     pub fn fence(&self) -> Fence {
@@ -217,12 +197,4 @@ impl MutexGuard {
     }
 }
 
-guard_methods!(MutexGuard, "lock");
-
-impl fmt::Debug for MutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::MutexGuard")
-            .field(self.held.guard())
-            .finish()
-    }
-}
+guard_methods!(MutexGuard, unlock, "lock");
