@@ -67,9 +67,53 @@ pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 
-/// The methods every blocking guard shares: validity, the lost signal, extension.
+/// What every blocking handle shares: its making from the async handle of the same name, and
+/// its `Debug`. `$lock` is the field holding the async handle.
+macro_rules! handle_methods {
+    ($handle:ident, $lock:ident) => {
+        impl $handle {
+            pub(crate) fn new(
+                $lock: $crate::$handle,
+                runtime: std::sync::Arc<$crate::blocking::runtime::Runtime>,
+            ) -> Self {
+                $handle { $lock, runtime }
+            }
+        }
+
+        impl std::fmt::Debug for $handle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(concat!("blocking::", stringify!($handle)))
+                    .field(&self.$lock)
+                    .finish()
+            }
+        }
+    };
+}
+
+use handle_methods;
+
+/// What every blocking guard shares: validity, the lost signal, extension, its `Debug`, and
+/// holding the async guard of the same name, released by its method `$release`.
 macro_rules! guard_methods {
-    ($guard:ident, $what:literal) => {
+    ($guard:ident, $release:ident, $what:literal) => {
+        $crate::blocking::runtime::async_guard!($crate::$guard, $release);
+
+        impl $crate::blocking::runtime::BlockingGuard for $guard {
+            type Async = $crate::$guard;
+
+            fn from_held(held: $crate::blocking::runtime::Held<$crate::$guard>) -> Self {
+                $guard { held }
+            }
+        }
+
+        impl std::fmt::Debug for $guard {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(concat!("blocking::", stringify!($guard)))
+                    .field(self.held.guard())
+                    .finish()
+            }
+        }
+
         impl $guard {
             #[doc = concat!("The instant until which the ", $what, " is certainly held: the")]
             /// time the last successful acquire or renewal was sent, plus the lease, minus a

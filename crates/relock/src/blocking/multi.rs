@@ -1,11 +1,10 @@
 //! The blocking lock of several names and its guard.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::token::Fence;
@@ -38,11 +37,9 @@ pub struct MultiMutex {
     runtime: Arc<Runtime>,
 }
 
-impl MultiMutex {
-    pub(crate) fn new(mutex: crate::MultiMutex, runtime: Arc<Runtime>) -> Self {
-        MultiMutex { mutex, runtime }
-    }
+handle_methods!(MultiMutex, mutex);
 
+impl MultiMutex {
     /// The names, in the order given, each once (lossily decoded where not UTF-8).
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.mutex.names()
@@ -67,8 +64,7 @@ impl MultiMutex {
     ///
     /// See [`MultiMutex`].
     pub fn lock(&self) -> Result<MultiMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock())??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock())
     }
 
     /// Blocks at most `timeout` for every name. See [`MultiMutex::lock`].
@@ -88,8 +84,7 @@ impl MultiMutex {
     /// # }
     /// ```
     pub fn lock_timeout(&self, timeout: Duration) -> Result<MultiMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock_timeout(timeout))??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock_timeout(timeout))
     }
 
     /// Tries once to take every name, without waiting.
@@ -112,22 +107,7 @@ impl MultiMutex {
     /// # }
     /// ```
     pub fn try_lock(&self) -> Result<MultiMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.try_lock())??;
-        Ok(self.guard(guard))
-    }
-
-    fn guard(&self, guard: crate::MultiMutexGuard) -> MultiMutexGuard {
-        MultiMutexGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for MultiMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::MultiMutex")
-            .field(&self.mutex)
-            .finish()
+        self.runtime.hold(self.mutex.try_lock())
     }
 }
 
@@ -144,8 +124,6 @@ impl fmt::Debug for MultiMutex {
 pub struct MultiMutexGuard {
     held: Held<crate::MultiMutexGuard>,
 }
-
-async_guard!(crate::MultiMutexGuard, unlock);
 
 impl MultiMutexGuard {
     /// Each name with the fencing token of this grant for it, in the order the names were
@@ -178,12 +156,4 @@ impl MultiMutexGuard {
     }
 }
 
-guard_methods!(MultiMutexGuard, "set of names");
-
-impl fmt::Debug for MultiMutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::MultiMutexGuard")
-            .field(self.held.guard())
-            .finish()
-    }
-}
+guard_methods!(MultiMutexGuard, unlock, "set of names");

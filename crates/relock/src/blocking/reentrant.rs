@@ -1,11 +1,10 @@
 //! The blocking reentrant mutex and its guard.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::reentrant::Holder;
@@ -40,11 +39,9 @@ pub struct ReentrantMutex {
     runtime: Arc<Runtime>,
 }
 
-impl ReentrantMutex {
-    pub(crate) fn new(mutex: crate::ReentrantMutex, runtime: Arc<Runtime>) -> Self {
-        ReentrantMutex { mutex, runtime }
-    }
+handle_methods!(ReentrantMutex, mutex);
 
+impl ReentrantMutex {
     /// The lock's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
         self.mutex.name()
@@ -70,8 +67,7 @@ impl ReentrantMutex {
     ///
     /// See [`ReentrantMutex`].
     pub fn lock(&self, holder: &Holder) -> Result<ReentrantMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.lock(holder))??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock(holder))
     }
 
     /// Blocks at most `timeout` until `holder` holds the lock. See [`ReentrantMutex::lock`].
@@ -91,10 +87,7 @@ impl ReentrantMutex {
     /// # }
     /// ```
     pub fn lock_timeout(&self, holder: &Holder, timeout: Duration) -> Result<ReentrantMutexGuard> {
-        let guard = self
-            .runtime
-            .block_on(self.mutex.lock_timeout(holder, timeout))??;
-        Ok(self.guard(guard))
+        self.runtime.hold(self.mutex.lock_timeout(holder, timeout))
     }
 
     /// Tries once to take the lock for `holder`, without waiting.
@@ -108,22 +101,7 @@ impl ReentrantMutex {
     ///
     /// See [`ReentrantMutex`].
     pub fn try_lock(&self, holder: &Holder) -> Result<ReentrantMutexGuard> {
-        let guard = self.runtime.block_on(self.mutex.try_lock(holder))??;
-        Ok(self.guard(guard))
-    }
-
-    fn guard(&self, guard: crate::ReentrantMutexGuard) -> ReentrantMutexGuard {
-        ReentrantMutexGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for ReentrantMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::ReentrantMutex")
-            .field(&self.mutex)
-            .finish()
+        self.runtime.hold(self.mutex.try_lock(holder))
     }
 }
 
@@ -140,8 +118,6 @@ impl fmt::Debug for ReentrantMutex {
 pub struct ReentrantMutexGuard {
     held: Held<crate::ReentrantMutexGuard>,
 }
-
-async_guard!(crate::ReentrantMutexGuard, unlock);
 
 impl ReentrantMutexGuard {
     /// The fencing token of the holder's grant: every hold of one holder shares it.
@@ -172,12 +148,4 @@ impl ReentrantMutexGuard {
     }
 }
 
-guard_methods!(ReentrantMutexGuard, "hold");
-
-impl fmt::Debug for ReentrantMutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::ReentrantMutexGuard")
-            .field(self.held.guard())
-            .finish()
-    }
-}
+guard_methods!(ReentrantMutexGuard, unlock, "hold");

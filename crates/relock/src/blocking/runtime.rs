@@ -56,6 +56,16 @@ impl Runtime {
         Ok(self.tokio().block_on(future))
     }
 
+    /// Runs an acquire to completion, as [`block_on`](Runtime::block_on) does, and holds the
+    /// grant it returns in its blocking guard.
+    pub(crate) fn hold<B: BlockingGuard>(
+        self: &Arc<Self>,
+        acquire: impl Future<Output = Result<B::Async>>,
+    ) -> Result<B> {
+        let guard = self.block_on(acquire)??;
+        Ok(B::from_held(Held::new(guard, Arc::clone(self))))
+    }
+
     /// Runs a release on the runtime without waiting for it; shutting down waits for it.
     fn release_in_background(&self, release: impl Future<Output = ()> + Send + 'static) {
         let mut releases = self.releases.lock().unwrap_or_else(|p| p.into_inner());
@@ -122,6 +132,12 @@ pub(crate) trait AsyncGuard {
     fn extend(&self, lease: Duration) -> impl Future<Output = Result<()>>;
     fn valid_until(&self) -> Instant;
     fn is_held(&self) -> bool;
+}
+
+/// A blocking guard: one kind of async guard, held with the runtime to drive it.
+pub(crate) trait BlockingGuard {
+    type Async: AsyncGuard;
+    fn from_held(held: Held<Self::Async>) -> Self;
 }
 
 /// An async guard with the runtime to drive it. Dropping it releases the grant before

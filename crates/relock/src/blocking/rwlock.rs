@@ -1,11 +1,10 @@
 //! The blocking read-write lock and its guards.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::reentrant::Holder;
@@ -41,11 +40,9 @@ pub struct RwLock {
     runtime: Arc<Runtime>,
 }
 
-impl RwLock {
-    pub(crate) fn new(lock: crate::RwLock, runtime: Arc<Runtime>) -> Self {
-        RwLock { lock, runtime }
-    }
+handle_methods!(RwLock, lock);
 
+impl RwLock {
     /// The lock's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
         self.lock.name()
@@ -70,8 +67,7 @@ impl RwLock {
     ///
     /// See [`RwLock`].
     pub fn read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        let guard = self.runtime.block_on(self.lock.read(holder))??;
-        Ok(self.read_guard(guard))
+        self.runtime.hold(self.lock.read(holder))
     }
 
     /// Blocks at most `timeout` for a read hold. See [`RwLock::read`].
@@ -91,10 +87,7 @@ impl RwLock {
     /// # }
     /// ```
     pub fn read_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockReadGuard> {
-        let guard = self
-            .runtime
-            .block_on(self.lock.read_timeout(holder, timeout))??;
-        Ok(self.read_guard(guard))
+        self.runtime.hold(self.lock.read_timeout(holder, timeout))
     }
 
     /// Tries once to take a read hold for `holder`, without waiting.
@@ -108,8 +101,7 @@ impl RwLock {
     ///
     /// See [`RwLock`].
     pub fn try_read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        let guard = self.runtime.block_on(self.lock.try_read(holder))??;
-        Ok(self.read_guard(guard))
+        self.runtime.hold(self.lock.try_read(holder))
     }
 
     /// Blocks until `holder` has the write hold, or until the lock's wait timeout if it has
@@ -140,8 +132,7 @@ impl RwLock {
     /// # }
     /// ```
     pub fn write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        let guard = self.runtime.block_on(self.lock.write(holder))??;
-        Ok(self.write_guard(guard))
+        self.runtime.hold(self.lock.write(holder))
     }
 
     /// Blocks at most `timeout` for the write hold. See [`RwLock::write`].
@@ -161,10 +152,7 @@ impl RwLock {
     /// # }
     /// ```
     pub fn write_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockWriteGuard> {
-        let guard = self
-            .runtime
-            .block_on(self.lock.write_timeout(holder, timeout))??;
-        Ok(self.write_guard(guard))
+        self.runtime.hold(self.lock.write_timeout(holder, timeout))
     }
 
     /// Tries once to take the write hold for `holder`, without waiting.
@@ -178,26 +166,7 @@ impl RwLock {
     ///
     /// See [`RwLock`].
     pub fn try_write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        let guard = self.runtime.block_on(self.lock.try_write(holder))??;
-        Ok(self.write_guard(guard))
-    }
-
-    fn read_guard(&self, guard: crate::RwLockReadGuard) -> RwLockReadGuard {
-        RwLockReadGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-
-    fn write_guard(&self, guard: crate::RwLockWriteGuard) -> RwLockWriteGuard {
-        RwLockWriteGuard {
-            held: Held::new(guard, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for RwLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::RwLock").field(&self.lock).finish()
+        self.runtime.hold(self.lock.try_write(holder))
     }
 }
 
@@ -228,9 +197,6 @@ pub struct RwLockReadGuard {
 pub struct RwLockWriteGuard {
     held: Held<crate::RwLockWriteGuard>,
 }
-
-async_guard!(crate::RwLockReadGuard, unlock);
-async_guard!(crate::RwLockWriteGuard, unlock);
 
 /// The methods of one kind of hold.
 macro_rules! hold_methods {
@@ -263,15 +229,7 @@ macro_rules! hold_methods {
             }
         }
 
-        guard_methods!($guard, $what);
-
-        impl fmt::Debug for $guard {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_tuple(concat!("blocking::", stringify!($guard)))
-                    .field(self.held.guard())
-                    .finish()
-            }
-        }
+        guard_methods!($guard, unlock, $what);
     };
 }
 

@@ -1,11 +1,10 @@
 //! The blocking semaphore and its permit.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard_methods;
-use super::runtime::{async_guard, Held, Runtime};
+use super::runtime::{Held, Runtime};
+use super::{guard_methods, handle_methods};
 use crate::error::Result;
 use crate::options::Lease;
 use crate::token::Fence;
@@ -40,11 +39,9 @@ pub struct Semaphore {
     runtime: Arc<Runtime>,
 }
 
-impl Semaphore {
-    pub(crate) fn new(semaphore: crate::Semaphore, runtime: Arc<Runtime>) -> Self {
-        Semaphore { semaphore, runtime }
-    }
+handle_methods!(Semaphore, semaphore);
 
+impl Semaphore {
     /// The semaphore's name (lossily decoded where it is not UTF-8).
     pub fn name(&self) -> &str {
         self.semaphore.name()
@@ -98,8 +95,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub fn acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
-        let permit = self.runtime.block_on(self.semaphore.acquire_many(n))??;
-        Ok(self.permit(permit))
+        self.runtime.hold(self.semaphore.acquire_many(n))
     }
 
     /// Blocks at most `timeout` for one permit. See [`Semaphore::acquire_many`].
@@ -139,10 +135,8 @@ impl Semaphore {
     /// # }
     /// ```
     pub fn acquire_many_timeout(&self, n: u32, timeout: Duration) -> Result<SemaphorePermit> {
-        let permit = self
-            .runtime
-            .block_on(self.semaphore.acquire_many_timeout(n, timeout))??;
-        Ok(self.permit(permit))
+        self.runtime
+            .hold(self.semaphore.acquire_many_timeout(n, timeout))
     }
 
     /// Tries once to take one permit, without waiting.
@@ -178,10 +172,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
-        let permit = self
-            .runtime
-            .block_on(self.semaphore.try_acquire_many(n))??;
-        Ok(self.permit(permit))
+        self.runtime.hold(self.semaphore.try_acquire_many(n))
     }
 
     /// Sets the total number of permits, for every process, from now on, as
@@ -242,20 +233,6 @@ impl Semaphore {
     pub fn available(&self) -> Result<u32> {
         self.runtime.block_on(self.semaphore.available())?
     }
-
-    fn permit(&self, permit: crate::SemaphorePermit) -> SemaphorePermit {
-        SemaphorePermit {
-            held: Held::new(permit, Arc::clone(&self.runtime)),
-        }
-    }
-}
-
-impl fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::Semaphore")
-            .field(&self.semaphore)
-            .finish()
-    }
 }
 
 /// Proof of holding permits of a blocking [`Semaphore`], as one grant with its own lease.
@@ -271,8 +248,6 @@ impl fmt::Debug for Semaphore {
 pub struct SemaphorePermit {
     held: Held<crate::SemaphorePermit>,
 }
-
-async_guard!(crate::SemaphorePermit, release);
 
 impl SemaphorePermit {
     /// How many permits this grant holds.
@@ -309,12 +284,4 @@ impl SemaphorePermit {
     }
 }
 
-guard_methods!(SemaphorePermit, "grant");
-
-impl fmt::Debug for SemaphorePermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("blocking::SemaphorePermit")
-            .field(self.held.guard())
-            .finish()
-    }
-}
+guard_methods!(SemaphorePermit, release, "grant");
