@@ -60,8 +60,8 @@ pub struct CellConfig {
 }
 
 /// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
-/// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
-/// outlive a failover at all.
+/// sentinels call a master down after 500 ms, and one failover attempt is bounded by 2 s), so
+/// that a lock can outlive a failover at all.
 pub const SENTINEL_LEASE: Duration = Duration::from_secs(10);
 
 impl CellConfig {
