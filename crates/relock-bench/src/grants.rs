@@ -29,7 +29,7 @@ pub struct HandoffStats {
     pub acquires: u64,
     /// Grants to a different worker than the previous holder.
     pub handoffs: u64,
-    /// `handoffs / acquires`: the share of acquires that changed hands.
+    /// `handoffs / (acquires - 1)`: the share of acquires, after the first, that changed hands.
     pub switch_rate: f64,
     /// Handoffs per second of the window.
     pub handoffs_per_sec: f64,

@@ -15,11 +15,10 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
 use crate::grants::{analyse, Grant, HandoffStats};
-use crate::latency::ms;
 use crate::redisinfo;
-use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
-use crate::Settings;
+use crate::{join_within, Settings};
 
 /// How workers behave between grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -211,23 +210,7 @@ pub async fn relock_run(
             result
         });
     }
-    let bound = window + Duration::from_secs(30);
-    let joined = tokio::time::timeout(bound, async {
-        while let Some(joined) = set.join_next().await {
-            joined.map_err(|e| Error::Stuck(format!("a worker ended abnormally: {e}")))??;
-        }
-        Ok::<_, Error>(())
-    })
-    .await;
-    match joined {
-        Ok(result) => result?,
-        Err(_) => {
-            set.abort_all();
-            return Err(Error::Stuck(format!(
-                "relock workers still running {bound:?} after the start"
-            )));
-        }
-    }
+    join_within(set, window + Duration::from_secs(30), "relock workers").await?;
     let commands = redisinfo::total_calls(&mut admin).await?;
     let total_acquires = *shared.acquires.borrow();
     let mut grants = shared
@@ -274,6 +257,25 @@ async fn relock_worker(
     Ok(())
 }
 
+/// relock's runs on the server at `url`: both modes, both kinds, every worker count of
+/// `settings.workers`.
+///
+/// # Errors
+///
+/// As [`relock_run`].
+pub async fn relock_runs(url: &str, settings: &Settings) -> Result<Vec<HandoffRun>> {
+    let mut runs = Vec::new();
+    for mode in [Mode::Handoff, Mode::Immediate] {
+        for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
+            for &workers in &settings.workers {
+                let run = relock_run(url, kind, workers, mode, settings.hold, settings.duration);
+                runs.push(run.await?);
+            }
+        }
+    }
+    Ok(runs)
+}
+
 /// Measures relock at every worker count of `settings.workers`, in both modes.
 ///
 /// # Errors
@@ -281,20 +283,10 @@ async fn relock_worker(
 /// As [`relock_run`].
 pub async fn measure(settings: &Settings) -> Result<Handoff> {
     let server = Server::start()?;
-    let url = server.url();
-    let mut runs = Vec::new();
-    for mode in [Mode::Handoff, Mode::Immediate] {
-        for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
-            for &workers in &settings.workers {
-                let run = relock_run(&url, kind, workers, mode, settings.hold, settings.duration);
-                runs.push(run.await?);
-            }
-        }
-    }
     Ok(Handoff {
         duration_secs: settings.duration.as_secs_f64(),
         hold_ms: settings.hold.as_secs_f64() * 1000.0,
-        runs,
+        runs: relock_runs(&server.url(), settings).await?,
     })
 }
 
@@ -322,9 +314,9 @@ pub fn table(runs: &[HandoffRun]) -> Table {
             format!("{:.0}", s.acquires_per_sec),
             format!("{:.0}", s.handoffs_per_sec),
             format!("{:.1}%", s.switch_rate * 100.0),
-            ms(s.latency.p50_ms),
-            ms(s.latency.p99_ms),
-            ms(s.latency.max_ms),
+            short_number(s.latency.p50_ms),
+            short_number(s.latency.p99_ms),
+            short_number(s.latency.max_ms),
             format!("{}/{}", s.min_per_worker, s.max_per_worker),
             per_acquire(run.commands_per_acquire),
         ]);

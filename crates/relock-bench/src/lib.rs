@@ -23,6 +23,8 @@ pub mod uncontended;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tokio::task::JoinSet;
+
 pub use cli::main;
 pub use error::{Error, Result};
 
@@ -96,4 +98,29 @@ pub fn bench_dir() -> PathBuf {
         .nth(2)
         .unwrap_or(crate_dir)
         .join("bench")
+}
+
+/// Waits for every task of `set` (the `who` of a run: workers, players) and returns their
+/// outputs, or the first error, or [`Error::Stuck`] when they are not all done within `bound`
+/// of the call. The tasks still running when it returns are aborted.
+pub(crate) async fn join_within<T: 'static>(
+    mut set: JoinSet<Result<T>>,
+    bound: Duration,
+    who: &str,
+) -> Result<Vec<T>> {
+    let all = async {
+        let mut outputs = Vec::with_capacity(set.len());
+        while let Some(joined) = set.join_next().await {
+            let output = joined
+                .map_err(|e| Error::Stuck(format!("one of the {who} ended abnormally: {e}")))?;
+            outputs.push(output?);
+        }
+        Ok(outputs)
+    };
+    // Dropping `set` on return aborts what still runs.
+    tokio::time::timeout(bound, all).await.unwrap_or_else(|_| {
+        Err(Error::Stuck(format!(
+            "{who} still running {bound:?} after the start"
+        )))
+    })
 }

@@ -15,11 +15,11 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
-use crate::latency::{ms, Latencies, LatencySummary};
+use crate::latency::{Latencies, LatencySummary};
 use crate::redisinfo;
-use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
-use crate::Settings;
+use crate::{join_within, Settings};
 
 /// How the market is kept consistent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -340,24 +340,8 @@ pub async fn simulate(
         }
     }
     let mut latencies = Latencies::new();
-    let bound = duration + Duration::from_secs(30);
-    let joined = tokio::time::timeout(bound, async {
-        while let Some(joined) = set.join_next().await {
-            let l =
-                joined.map_err(|e| Error::Stuck(format!("a player ended abnormally: {e}")))??;
-            latencies.merge(&l);
-        }
-        Ok::<_, Error>(())
-    })
-    .await;
-    match joined {
-        Ok(result) => result?,
-        Err(_) => {
-            set.abort_all();
-            return Err(Error::Stuck(format!(
-                "players still running after {bound:?}"
-            )));
-        }
+    for player in join_within(set, duration + Duration::from_secs(30), "players").await? {
+        latencies.merge(&player);
     }
     let listed = tally.listed.load(Ordering::Relaxed);
     let bought = tally.bought.load(Ordering::Relaxed);
@@ -456,8 +440,8 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Market> {
                 "{:.2}",
                 run.purchase_retries as f64 / run.bought.max(1) as f64
             ),
-            ms(run.purchase_latency.mean_ms),
-            ms(run.purchase_latency.p99_ms),
+            short_number(run.purchase_latency.mean_ms),
+            short_number(run.purchase_latency.p99_ms),
             format!("{:.0}", run.operations_per_60s),
             run.variant.book(run.sellers, run.buyers).to_owned(),
         ]);

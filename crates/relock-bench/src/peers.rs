@@ -24,10 +24,12 @@ use crate::server::Server;
 use crate::Settings;
 
 const PYTHON_WORKER: &str = include_str!("../peers/worker.py");
+const ETCD_WORKER: &str = include_str!("../peers/worker_etcd.py");
+/// What both Python workers import: the contention loop and the lines the bench reads.
+const PYTHON_CONTEND: &str = include_str!("../peers/contend.py");
 const NODE_WORKER: &str = include_str!("../peers/worker.mjs");
 const RSLOCK_MANIFEST: &str = include_str!("../peers/rslock/Cargo.toml");
 const RSLOCK_MAIN: &str = include_str!("../peers/rslock/main.rs");
-const ETCD_WORKER: &str = include_str!("../peers/worker_etcd.py");
 
 /// What a peer's workers run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,10 +158,9 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let wanted = |runtime: Runtime| {
-        PEERS.iter().any(|p| {
-            p.runtime == runtime
-                && (settings.peers.is_empty() || settings.peers.iter().any(|v| v == p.variant))
-        })
+        PEERS
+            .iter()
+            .any(|p| p.runtime == runtime && chosen(settings, p))
     };
     let not_wanted = || Err("not chosen".to_owned());
     let python = if wanted(Runtime::Python) {
@@ -204,25 +205,8 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         });
     }
     drop(client);
-    for mode in [Mode::Handoff, Mode::Immediate] {
-        for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
-            for &workers in &settings.workers {
-                let run = handoff::relock_run(
-                    &url,
-                    kind,
-                    workers,
-                    mode,
-                    settings.hold,
-                    settings.duration,
-                );
-                runs.push(run.await?);
-            }
-        }
-    }
-    let chosen = PEERS
-        .iter()
-        .filter(|p| settings.peers.is_empty() || settings.peers.iter().any(|v| v == p.variant));
-    for &peer in chosen {
+    runs.extend(handoff::relock_runs(&url, settings).await?);
+    for &peer in PEERS.iter().filter(|p| chosen(settings, p)) {
         let (installed, endpoint) = match (peer.runtime, &etcd) {
             (Runtime::Python, _) => (python.as_ref(), url.clone()),
             (Runtime::Node, _) => (node.as_ref(), url.clone()),
@@ -284,6 +268,11 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         runs,
         uncontended,
     })
+}
+
+/// Whether `settings` asks for `peer`: every peer when it names none.
+fn chosen(settings: &Settings, peer: &Peer) -> bool {
+    settings.peers.is_empty() || settings.peers.iter().any(|v| v == peer.variant)
 }
 
 /// What one worker process printed, and the Redis commands it caused.
@@ -539,12 +528,20 @@ fn install_python(dir: &Path) -> std::result::Result<Installed, String> {
             "pip install",
         )?;
     }
-    let worker = dir.join("python/worker.py");
-    write(&worker, PYTHON_WORKER)?;
     Ok(Installed {
         program: python,
-        args: vec![worker.display().to_string()],
+        args: vec![python_worker(dir, "worker.py", PYTHON_WORKER)?],
     })
+}
+
+/// Writes a Python worker into the folder of Python workers, beside the module they share
+/// (Python finds it in the script's own folder), and returns the worker's path.
+fn python_worker(dir: &Path, file: &str, text: &str) -> std::result::Result<String, String> {
+    let folder = dir.join("python");
+    write(&folder.join("contend.py"), PYTHON_CONTEND)?;
+    let worker = folder.join(file);
+    write(&worker, text)?;
+    Ok(worker.display().to_string())
 }
 
 /// A `node_modules` with `redlock`, `redis-semaphore` and `ioredis`.
@@ -619,11 +616,9 @@ fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
             "apt-get install etcd-server etcd-client",
         )?;
     }
-    let worker = dir.join("etcd/worker_etcd.py");
-    write(&worker, ETCD_WORKER)?;
     Ok(Installed {
         program: PathBuf::from("python3"),
-        args: vec![worker.display().to_string()],
+        args: vec![python_worker(dir, "worker_etcd.py", ETCD_WORKER)?],
     })
 }
 

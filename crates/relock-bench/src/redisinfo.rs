@@ -1,5 +1,5 @@
-//! What Redis itself reports: its version, the commands it executed (`INFO commandstats`, which
-//! in Redis 7 counts the commands scripts run too) and its memory.
+//! What Redis itself reports: the commands it executed (`INFO commandstats`, which in Redis 7
+//! counts the commands scripts run too) and its memory.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -111,15 +111,6 @@ pub async fn used_memory(conn: &mut MultiplexedConnection) -> Result<u64> {
     let text = info_field(conn, "memory", "used_memory").await?;
     text.parse()
         .map_err(|_| Error::Parse(format!("used_memory {text:?}")))
-}
-
-/// The server's version (`redis_version`).
-///
-/// # Errors
-///
-/// As [`info_field`].
-pub async fn redis_version(conn: &mut MultiplexedConnection) -> Result<String> {
-    info_field(conn, "server", "redis_version").await
 }
 
 #[cfg(test)]

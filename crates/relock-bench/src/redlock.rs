@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::latency::{ms, Latencies, LatencySummary};
-use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::latency::{Latencies, LatencySummary};
+use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
 use crate::Settings;
 
@@ -121,10 +121,10 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Redlock> {
             row.setup.clone(),
             row.masters.to_string(),
             row.cycles.to_string(),
-            ms(row.acquire.p50_ms),
-            ms(row.acquire.p99_ms),
-            ms(row.acquire.max_ms),
-            ms(row.release.p50_ms),
+            short_number(row.acquire.p50_ms),
+            short_number(row.acquire.p99_ms),
+            short_number(row.acquire.max_ms),
+            short_number(row.release.p50_ms),
             format!("{:.2}", row.acquire_ratio),
         ]);
         bars.push(Bar {

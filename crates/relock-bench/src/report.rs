@@ -248,7 +248,7 @@ fn draw(chart: &Chart, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A number with three significant digits at most, for labels.
+/// A number with three significant digits at most, for tables and chart labels.
 pub fn short_number(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")

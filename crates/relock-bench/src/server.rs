@@ -57,11 +57,6 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// The server's port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {

@@ -11,9 +11,9 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
-use crate::latency::{ms, Latencies, LatencySummary};
+use crate::latency::{Latencies, LatencySummary};
 use crate::redisinfo;
-use crate::report::{Bar, Chart, Output, Report, Table};
+use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
 use crate::Settings;
 
@@ -217,11 +217,7 @@ async fn limit_cycles(conn: &MultiplexedConnection, tasks: usize, total: u64) ->
 }
 
 async fn collect(mut set: JoinSet<Result<(u64, Latencies)>>, start: Instant) -> Result<Cycles> {
-    let mut cycles = Cycles {
-        count: 0,
-        elapsed: Duration::ZERO,
-        latencies: Latencies::new(),
-    };
+    let mut cycles = Cycles::default();
     while let Some(joined) = set.join_next().await {
         let (count, latencies) =
             joined.map_err(|e| Error::Stuck(format!("a task ended abnormally: {e}")))??;
@@ -261,10 +257,10 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
             format!("{:.2}", row.ratio),
             format!("{:.1}", row.relock.commands_per_cycle),
             format!("{:.1}", row.limit.commands_per_cycle),
-            ms(row.relock.cycle_latency.p50_ms),
-            ms(row.limit.cycle_latency.p50_ms),
-            ms(row.relock.cycle_latency.p99_ms),
-            ms(row.limit.cycle_latency.p99_ms),
+            short_number(row.relock.cycle_latency.p50_ms),
+            short_number(row.limit.cycle_latency.p50_ms),
+            short_number(row.relock.cycle_latency.p99_ms),
+            short_number(row.limit.cycle_latency.p99_ms),
         ]);
         bars.push(Bar {
             label: format!("relock, {} task(s)", row.tasks),

@@ -92,7 +92,9 @@ async fn the_market_trades_under_every_variant() {
 #[tokio::test(flavor = "multi_thread")]
 async fn renewal_keeps_every_lease_and_counts_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let settings = settings(dir.path());
+    let mut settings = settings(dir.path());
+    // A window longer than the lease: a lease that was not renewed has run out by its end.
+    settings.duration = renewal::LEASE + renewal::LEASE / 3;
     let output = Output::new(dir.path()).expect("output");
     let results = renewal::run(&settings, &output).await.expect("run");
     let row = results.rows.first().expect("one row");

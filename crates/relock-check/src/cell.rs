@@ -5,7 +5,6 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
@@ -17,9 +16,10 @@ use relock_testkit::process::monotonic_nanos;
 use relock_testkit::{RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
-use crate::event::Event;
+use crate::event::{nanos, Event};
 use crate::fault::{Fault, FaultPlan, ServerAction};
 use crate::history::{analyse, Measurement};
+use crate::matrix::MatrixOptions;
 use crate::proxy::Proxy;
 use crate::resource::final_counter;
 use crate::rng::Rng;
@@ -42,35 +42,24 @@ pub struct CellConfig {
     pub strategy: Strategy,
     /// The fault.
     pub fault: Fault,
-    /// How many worker processes contend.
-    pub workers: usize,
-    /// How long workers keep taking the lock.
-    pub duration: Duration,
-    /// The lease (naive locks round it to whole seconds for `EX` and `EXPIRE`; Sentinel
-    /// deployments use at least [`SENTINEL_LEASE`]).
-    pub lease: Duration,
-    /// The time between a section's read and its write, and between two sections.
-    pub work: Duration,
-    /// How many faults to inject (at most one per worker for faults inside workers).
-    pub faults: usize,
-    /// The seed of the fault plan.
-    pub seed: u64,
-    /// The `relock-check` executable, run as `relock-check worker ...`.
-    pub worker_exe: PathBuf,
+    /// The knobs of the matrix, with this cell's own seed, the seed of its fault plan. Naive
+    /// locks round the lease to whole seconds for `EX` and `EXPIRE`; Sentinel deployments use
+    /// at least [`SENTINEL_LEASE`] (see [`CellConfig::lease`]).
+    pub options: MatrixOptions,
 }
 
 /// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
-/// sentinels call a master down after 500 ms, and elect in about a second), so that a lock can
-/// outlive a failover at all.
+/// sentinels call a master down after 500 ms, and one failover attempt is bounded by 2 s), so
+/// that a lock can outlive a failover at all.
 pub const SENTINEL_LEASE: Duration = Duration::from_secs(10);
 
 impl CellConfig {
     /// The lease the run uses.
     pub fn lease(&self) -> Duration {
         if self.strategy.deployment() == Deployment::Sentinel {
-            self.lease.max(SENTINEL_LEASE)
+            self.options.lease.max(SENTINEL_LEASE)
         } else {
-            self.lease
+            self.options.lease
         }
     }
 
@@ -122,11 +111,11 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
     let mut lock_servers = LockServers::start(config.strategy, config.fault)?;
     let plan = FaultPlan::draw(
         config.fault,
-        config.workers,
-        config.faults,
-        config.duration,
+        config.options.workers,
+        config.options.faults,
+        config.options.duration,
         config.lease(),
-        &mut Rng::new(config.seed),
+        &mut Rng::new(config.options.seed),
     );
     let start_ns = monotonic_nanos() + nanos(STARTUP);
     let start = Instant::now() + STARTUP;
@@ -139,14 +128,14 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         name: format!("relock-check:{}:{}", config.strategy, config.fault),
         lease_ms: millis(config.lease()),
         acquire_timeout_ms: millis(config.acquire_timeout()),
-        work_ms: millis(config.work),
+        work_ms: millis(config.options.work),
         start_ns,
-        end_ns: start_ns + nanos(config.duration),
+        end_ns: start_ns + nanos(config.options.duration),
         fault_at_ns: None,
     };
     // Only partitions need a proxy in the way: elsewhere workers talk to the servers directly.
     let links = if config.fault == Fault::Partition {
-        lock_servers.proxies(config.workers)?
+        lock_servers.proxies(config.options.workers)?
     } else {
         Vec::new()
     };
@@ -164,7 +153,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
     Ok(CellResult {
         strategy: config.strategy,
         fault: config.fault,
-        seed: config.seed,
+        seed: config.options.seed,
         measurement: analyse(&workers.histories, counter, server_faults),
         worker_failures: failures,
     })
@@ -181,8 +170,11 @@ fn drive(
     workers: &mut WorkerSet,
     links: &[Vec<Proxy>],
 ) -> Result<usize> {
-    let hard_deadline =
-        start + config.duration + config.acquire_timeout() + config.stall() + STRAGGLER_GRACE;
+    let hard_deadline = start
+        + config.options.duration
+        + config.acquire_timeout()
+        + config.stall()
+        + STRAGGLER_GRACE;
     let mut actions = plan.server_actions.iter().peekable();
     let mut server_faults = 0;
     // Workers to resume or reconnect, and when.
@@ -363,13 +355,13 @@ impl WorkerSet {
     ) -> Result<WorkerSet> {
         let (sender, lines) = mpsc::channel();
         let mut set = WorkerSet {
-            children: Vec::with_capacity(config.workers),
+            children: Vec::with_capacity(config.options.workers),
             lines,
-            histories: vec![Vec::new(); config.workers],
+            histories: vec![Vec::new(); config.options.workers],
             garbled: Vec::new(),
             open: 0,
         };
-        for index in 0..config.workers {
+        for index in 0..config.options.workers {
             let mut args = base.clone();
             args.fault_at_ns = plan
                 .worker_faults
@@ -380,7 +372,7 @@ impl WorkerSet {
             if let Some(links) = links.get(index) {
                 args.lock_urls = links.iter().map(Proxy::url).collect();
             }
-            let mut child = Command::new(&config.worker_exe)
+            let mut child = Command::new(&config.options.worker_exe)
                 .args(args.to_args())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -475,10 +467,6 @@ impl Drop for WorkerSet {
             }
         }
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn millis(d: Duration) -> u64 {

@@ -5,6 +5,7 @@
 //! sections of different workers can be compared.
 
 use std::io::Write;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +85,11 @@ impl Event {
     pub fn parse(line: &str) -> Result<Event, serde_json::Error> {
         serde_json::from_str(line)
     }
+}
+
+/// `d` in nanoseconds, the unit of event times and of the monotonic instants workers are given.
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Where a worker writes its events: stdout, one line each, flushed at once.

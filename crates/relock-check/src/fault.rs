@@ -44,9 +44,10 @@ pub enum Fault {
     MinorityRestart,
     /// Sentinel: the replica stops for 300 ms and its link is dropped (replication is
     /// asynchronous, so the grants made meanwhile exist on the master only), the master is
-    /// killed 200 ms into that, and the sentinels promote the replica. The first section each worker enters from the replica's
-    /// stop on lasts 80% of the lease, so that a holder whose grant the failover lost is still
-    /// inside, within its lease, when the new master grants the lock again.
+    /// killed 200 ms into that, and the sentinels promote the replica. The first section each
+    /// worker enters from the replica's stop on lasts 80% of the lease, so that a holder whose
+    /// grant the failover lost is still inside, within its lease, when the new master grants the
+    /// lock again.
     Failover,
 }
 

@@ -49,13 +49,14 @@ pub enum Locker {
 }
 
 impl Locker {
-    /// Connects to the lock's servers that `args` name, for leases of `lease`.
+    /// Connects to the lock's servers that `args` name, for the leases they give.
     ///
     /// # Errors
     ///
     /// When a URL is malformed, the lock's Redis cannot be reached, or relock refuses the name
     /// or an option.
-    pub async fn connect(args: &WorkerArgs, lease: Duration) -> Result<Locker> {
+    pub async fn connect(args: &WorkerArgs) -> Result<Locker> {
+        let lease = args.lease();
         if args.strategy.is_relock() {
             Ok(Locker::Relock(Box::new(
                 RelockLock::connect(args, lease).await?,

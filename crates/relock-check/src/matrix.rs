@@ -24,7 +24,8 @@ pub struct MatrixOptions {
     pub work: Duration,
     /// Faults per cell.
     pub faults: usize,
-    /// The seed every cell's own seed is drawn from.
+    /// The seed: of a matrix, the one every cell's own seed is drawn from; of a
+    /// [`CellConfig`], the cell's own, which its fault plan is drawn from.
     pub seed: u64,
     /// The `relock-check` executable that workers run.
     pub worker_exe: PathBuf,
@@ -42,13 +43,10 @@ impl MatrixOptions {
         CellConfig {
             strategy,
             fault,
-            workers: self.workers,
-            duration: self.duration,
-            lease: self.lease,
-            work: self.work,
-            faults: self.faults,
-            seed: Rng::new(self.seed ^ position as u64).next_u64(),
-            worker_exe: self.worker_exe.clone(),
+            options: MatrixOptions {
+                seed: Rng::new(self.seed ^ position as u64).next_u64(),
+                ..self.clone()
+            },
         }
     }
 }

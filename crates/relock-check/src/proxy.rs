@@ -83,7 +83,7 @@ fn accept_loop(listener: &TcpListener, upstream: SocketAddr, flags: &Flags) {
                 let flags = flags.clone();
                 thread::spawn(move || connect(client, upstream, &flags));
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
+            // Nothing to accept yet, or a connection that failed before it was accepted.
             Err(_) => thread::sleep(POLL),
         }
     }

@@ -11,7 +11,7 @@ use nix::sys::signal::{raise, Signal};
 use relock_testkit::process::monotonic_nanos;
 
 use crate::error::Result;
-use crate::event::{Event, EventLog};
+use crate::event::{nanos, Event, EventLog};
 use crate::fault::{Fault, FAILOVER_QUIET};
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
@@ -85,7 +85,8 @@ impl WorkerArgs {
         args
     }
 
-    fn lease(&self) -> Duration {
+    /// The lease.
+    pub(crate) fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms)
     }
 
@@ -110,7 +111,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
 async fn work(args: &WorkerArgs) -> Result<()> {
     let mut log = EventLog;
     let mut resource = Resource::connect(&args.resource_url).await?;
-    let mut locker = Locker::connect(args, args.lease()).await?;
+    let mut locker = Locker::connect(args).await?;
     sleep_until(args.start_ns).await;
     let timeout = Duration::from_millis(args.acquire_timeout_ms);
     let mut fault_due = args.fault_at_ns;
@@ -211,10 +212,6 @@ async fn critical_section(
         accepted,
     })?;
     Ok(())
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 async fn sleep_until(monotonic: u64) {

@@ -27,7 +27,7 @@ const POLL: Duration = Duration::from_millis(50);
 ///
 /// [`start`](Self::start) returns once every sentinel knows the master, the replica and the
 /// two other sentinels, so a failover can be asked for at once. Sentinels call a node down
-/// after 500 ms without an answer; a failover takes about a second here. Dropping the group
+/// after 500 ms without an answer, and one failover attempt is bounded by 2 s. Dropping the group
 /// stops the sentinels first, then the data nodes.
 ///
 /// The data nodes keep their identities across failovers: [`node`](Self::node) `0` is the
