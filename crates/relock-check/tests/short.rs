@@ -37,6 +37,12 @@ fn relock_keeps_its_claims_and_the_naive_locks_fail_as_the_seeds_say() {
     );
     for result in &results {
         let cell = format!("{} × {} (seed {seed})", result.strategy, result.fault);
+        // A claim holds only about a lock that was taken: a cell where nobody ever entered
+        // would bear out any claim.
+        assert!(
+            result.measurement.sections > 0,
+            "{cell}: no critical section completed"
+        );
         assert_eq!(
             Verdict::of(result),
             Verdict::Holds,
