@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use relock_testkit::process::monotonic_nanos;
-use relock_testkit::{RedisServer, SentinelGroup, ServerOptions};
+use relock_testkit::{Proxy, RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
 use crate::fault::{Fault, FaultPlan, ServerAction};
 use crate::history::{analyse, Measurement};
 use crate::matrix::MatrixOptions;
-use crate::proxy::Proxy;
 use crate::resource::final_counter;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
@@ -274,14 +273,14 @@ impl LockServers {
                 "partitions cut workers off masters".into(),
             ));
         };
-        (0..workers)
+        Ok((0..workers)
             .map(|_| {
                 servers
                     .iter()
                     .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))))
                     .collect()
             })
-            .collect()
+            .collect())
     }
 
     fn service(&self) -> Option<String> {

@@ -14,7 +14,7 @@
 //! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
 //! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
 //! (SIGSTOP) longer than its lease, a section slower than the lease, a holder cut off from the
-//! lock's servers by a proxy of the checker's own ([`proxy`]), the lock's Redis restarted
+//! lock's servers by a proxy ([`relock_testkit::Proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
 //! restarted, and for Sentinel a failover to a replica that missed the latest grant. Their
 //! schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in count
@@ -42,7 +42,6 @@ pub mod fault;
 pub mod history;
 pub mod lock;
 pub mod matrix;
-pub mod proxy;
 pub mod resource;
 pub mod rng;
 pub mod strategy;

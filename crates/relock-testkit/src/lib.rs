@@ -6,8 +6,9 @@
 //! killed, restarted on the same port and directory, and inspected through
 //! `redis-cli`. A [`SentinelGroup`] is a master, a replica and three
 //! sentinels, with failovers on request; a [`RedisCluster`] is three masters and
-//! their replicas, with failovers and slot migrations on request. The [`process`] module helps integration tests that need
-//! several OS processes competing for the same lock.
+//! their replicas, with failovers and slot migrations on request. A [`Proxy`] stands between
+//! clients and a server and can cut them off. The [`process`] module helps integration tests
+//! that need several OS processes competing for the same lock.
 //!
 //! Setup failures panic with a message that says what went wrong and, when a
 //! server was involved, what its log said: in a test-support crate a clear
@@ -32,6 +33,7 @@ mod cluster;
 mod net;
 mod options;
 pub mod process;
+mod proxy;
 mod sentinel;
 mod server;
 mod tls;
@@ -41,5 +43,6 @@ pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;
 pub use options::ServerOptions;
 pub use process::check_no_overlap;
+pub use proxy::Proxy;
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;

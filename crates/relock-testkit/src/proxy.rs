@@ -1,7 +1,6 @@
-//! A TCP proxy of the checker's own between one worker and one lock server, which can cut the
-//! worker off: while cut, it forwards nothing in either direction and leaves the bytes in the
-//! kernel's buffers, as a network that drops every packet does (TCP retransmits them once the
-//! link heals). It needs no privileges and no network namespace, and works the same everywhere.
+//! A TCP proxy between clients and one server, which can cut them off: while cut, it forwards
+//! nothing in either direction and leaves the bytes in the kernel's buffers, as a network that
+//! drops every packet does (TCP retransmits them once the link heals). It needs no privileges and no network namespace, and works the same everywhere.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -9,8 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-
-use crate::error::Result;
 
 /// How often an idle or cut pump looks at its flags again.
 const POLL: Duration = Duration::from_millis(5);
@@ -26,13 +23,18 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on a free loopback port and forwards each connection to `upstream`.
     ///
-    /// # Errors
+    /// # Panics
     ///
     /// When no loopback port can be bound.
-    pub fn start(upstream: SocketAddr) -> Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let port = listener.local_addr()?.port();
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port for a proxy");
+        listener
+            .set_nonblocking(true)
+            .expect("make the proxy's listener non-blocking");
+        let port = listener
+            .local_addr()
+            .expect("the proxy's listening address")
+            .port();
         let cut = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let flags = Flags {
@@ -40,7 +42,7 @@ impl Proxy {
             stop: Arc::clone(&stop),
         };
         thread::spawn(move || accept_loop(&listener, upstream, &flags));
-        Ok(Proxy { port, cut, stop })
+        Proxy { port, cut, stop }
     }
 
     /// `redis://127.0.0.1:PORT/` of the proxy.
@@ -160,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_cut_link_holds_the_bytes_until_it_heals() {
-        let proxy = Proxy::start(echo()).expect("proxy");
+        let proxy = Proxy::start(echo());
         let mut s = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_millis(300)))
             .expect("timeout");
