@@ -160,9 +160,10 @@ macro_rules! guard_methods {
                 self.held.wait_lost(timeout)
             }
 
-            #[doc = concat!("Sets the lease of the ", $what, " to `lease` from now, if it is")]
-            /// still held. For a renewed lease the renewal task goes on renewing with the
-            /// lock's own lease length afterwards.
+            #[doc = concat!("Makes the lease of the ", $what, " last at least `lease` from now,")]
+            /// if it is still held. It never shortens the lease: with less than the time left,
+            /// nothing changes. A renewed lease is renewed as before, which never cuts an
+            /// extension short.
             ///
             /// # Errors
             ///

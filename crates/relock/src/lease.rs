@@ -104,9 +104,13 @@ impl LeaseState {
         !self.lost.is_cancelled() && Instant::now() < self.deadline()
     }
 
-    /// Records a renewal (or extension) to `lease_ms` sent at `sent_at` that Redis confirmed.
+    /// Records a renewal (or extension) to `lease` sent at `sent_at` that Redis confirmed.
     /// A confirmation that arrives after the old deadline changes nothing: the lock may already
     /// have been free in between, so it counts as lost.
+    ///
+    /// Keeping the later of the two deadlines is sound because no script ever shortens a held
+    /// lease (extensions, renewals and resent grants only lengthen it): Redis's expiry is at
+    /// least every deadline a confirmation gave, whatever order they were sent and answered in.
     pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
         let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
         if self.lost.is_cancelled() {

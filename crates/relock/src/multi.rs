@@ -457,9 +457,10 @@ impl MultiMutexGuard {
         self.held.lost().await
     }
 
-    /// Sets the lease of every name to `lease` from now, if all of them are still held; if any
-    /// is not, nothing is extended. For a renewed lease the renewal task goes on renewing with
-    /// the lock's own lease length afterwards.
+    /// Makes the lease of every name last at least `lease` from now, if all of them are still
+    /// held; if any is not, nothing is extended. It never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///

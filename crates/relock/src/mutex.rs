@@ -418,8 +418,10 @@ impl MutexGuard {
         self.held.lost().await
     }
 
-    /// Sets the lease to `lease` from now, if the lock is still held. For a renewed lease the
-    /// renewal task goes on renewing with the mutex's own lease length afterwards.
+    /// Makes the lease last at least `lease` from now, if the lock is still held. It
+    /// never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///

@@ -542,8 +542,9 @@ impl ReentrantMutexGuard {
     }
 
     /// Makes the lock last at least `lease` from now, if this hold is still held. It never
-    /// shortens the lock, which the owner's other holds may rely on. For a renewed lease the
-    /// renewal task goes on with the mutex's own lease length afterwards.
+    /// shortens the lock, which the owner's other holds may rely on. A renewed lease is
+    /// renewed as before, which never cuts an extension short: renewals take over when the
+    /// extension has run down to the mutex's own lease length.
     ///
     /// # Errors
     ///

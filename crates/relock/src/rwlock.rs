@@ -679,9 +679,11 @@ macro_rules! guard_methods {
                 self.held.lost().await
             }
 
-            /// Sets this hold's lease to `lease` from now, if it is still held; the lock's
-            /// other holds keep theirs. For a renewed lease the renewal task goes on with the
-            /// lock's own lease length afterwards.
+            /// Makes this hold's lease last at least `lease` from now, if it is still held;
+            /// the lock's other holds keep theirs. It never shortens the hold: with less
+            /// than the time left, nothing changes. A renewed lease is renewed as before,
+            /// which never cuts an extension short: renewals take over when the extension
+            /// has run down to the lock's own lease length.
             ///
             /// # Errors
             ///

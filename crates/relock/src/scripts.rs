@@ -416,8 +416,12 @@ mod tests {
         run(&mut c, &["HSET", "v:{3}", "f", "v"]).await;
         run(&mut c, &["HSET", "h:{1}", "a:", "1"]).await;
         run(&mut c, &["PEXPIRE", "h:{1}", "1000"]).await;
-        // Per-holder expiries: far ahead for a:, already passed for b:.
-        let ahead = "9999999999999";
+        // Per-holder expiries: live for a second more for a:, already passed for b:.
+        let (secs, micros): (i64, i64) =
+            redis::cmd("TIME").query_async(&mut c).await.expect("time");
+        let soon = secs * 1000 + micros / 1000 + 1000;
+        let ahead = soon.to_string();
+        let ahead = ahead.as_str();
         run(&mut c, &["HSET", "he:{1}", "a:", ahead, "b:", "1"]).await;
         run(&mut c, &["PEXPIRE", "he:{1}", "1000"]).await;
         run(&mut c, &["ZADD", "z:{1}", ahead, "a:", "1", "b:"]).await;
@@ -488,7 +492,7 @@ mod tests {
             .await
             .expect("hmget");
         assert!(
-            expiries[0] > 1_700_000_000_000 && expiries[0] < 9_999_999_999_999 && expiries[1] == 1,
+            expiries[0] > soon + 20_000 && expiries[1] == 1,
             "{expiries:?}"
         );
         let score: f64 = redis::cmd("ZSCORE")
@@ -497,6 +501,39 @@ mod tests {
             .query_async(&mut c)
             .await
             .expect("zscore");
-        assert!(score > 1.7e12);
+        assert!(score > (soon + 20_000) as f64);
+
+        // A renewal never shortens: an expiry an extension moved beyond the renewal's lease
+        // stays where it is, for a key and for a holder.
+        let far = soon + 3_600_000;
+        run(&mut c, &["SET", "v:{5}", "a:1", "PX", "3600000"]).await;
+        run(&mut c, &["HSET", "he:{5}", "a:", &far.to_string()]).await;
+        run(&mut c, &["PEXPIRE", "he:{5}", "3600000"]).await;
+        let renewed: Vec<i64> = RENEW_BATCH
+            .key("v:{5}")
+            .arg("v")
+            .arg("a:")
+            .arg(30_000)
+            .key("he:{5}")
+            .arg("he")
+            .arg("a:")
+            .arg(30_000)
+            .invoke_async(&mut c)
+            .await
+            .expect("renewal");
+        assert_eq!(renewed, vec![1, 1]);
+        for key in ["v:{5}", "he:{5}"] {
+            assert!(
+                pttl(&mut c, key).await > 3_500_000,
+                "{key} kept its extension"
+            );
+        }
+        let kept: i64 = redis::cmd("HGET")
+            .arg("he:{5}")
+            .arg("a:")
+            .query_async(&mut c)
+            .await
+            .expect("hget");
+        assert_eq!(kept, far);
     }
 }

@@ -720,8 +720,10 @@ impl SemaphorePermit {
         self.held.lost().await
     }
 
-    /// Sets the grant's lease to `lease` from now, if it still stands. For a renewed lease
-    /// the renewal task goes on renewing with the semaphore's own lease length afterwards.
+    /// Makes the grant's lease last at least `lease` from now, if it still stands. It
+    /// never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///

@@ -23,7 +23,9 @@ if held then
   if string.sub(held, 1, #token) == token then
     -- A retry of a grant whose reply was lost: answer it again, so retries
     -- after connection errors are idempotent.
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    end
     leave_waiters()
     return {1, tonumber(string.match(held, '^[^:]*:(%d+)'))}
   end

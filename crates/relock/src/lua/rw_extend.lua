@@ -1,4 +1,5 @@
--- Sets a hold's lease to a new length from now, if it has not expired.
+-- Makes a hold's lease last at least ARGV[2] ms from now, if it has not
+-- expired. It never shortens the hold (see mutex_extend.lua).
 -- KEYS[1] lock hash; ARGV[1] the hold's field, ARGV[2] lease ms
 -- Returns 1 extended, 0 the hold is gone or expired.
 local key, lease = KEYS[1], tonumber(ARGV[2])
@@ -9,6 +10,6 @@ local expiry = tonumber(redis.call('HGET', key, ARGV[1]))
 if not expiry or expiry <= now then
   return 0
 end
-redis.call('HSET', key, ARGV[1], now + lease)
+lengthen(key, ARGV[1], now + lease)
 stretch(key, lease)
 return 1

@@ -20,8 +20,9 @@ keep(KEYS[1], memory)
 local expiry = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 if expiry and expiry > now then
   -- A retry of a grant whose reply was lost: the grant stands, with a fresh
-  -- lease and a fresh fence, above every fence granted so far.
-  redis.call('HSET', KEYS[1], ARGV[1], now + lease)
+  -- lease (never a shorter one) and a fresh fence, above every fence granted
+  -- so far.
+  lengthen(KEYS[1], ARGV[1], now + lease)
   return {1, next_fence(KEYS[2], memory)}
 end
 if asked > total then
