@@ -7,6 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
+use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
@@ -202,6 +203,56 @@ impl Client {
     ) -> Result<Mutex> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         Mutex::new(Arc::clone(&self.shared), keys, options)
+    }
+
+    /// A leader election named `name`, with the client's default lease and no wait limit on a
+    /// campaign.
+    ///
+    /// Making the handle talks to nobody. Every process that makes an election of the same
+    /// name through the same Redis and key prefix takes part in the same election. Its keys
+    /// are apart from those of a mutex of the same name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`Election`].
+    pub fn election(&self, name: impl AsRef<[u8]>) -> Result<Election> {
+        self.election_with_options(name, MutexOptions::default())
+    }
+
+    /// A leader election with its own lease, and a wait limit on each campaign. See
+    /// [`Client::election`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::election`]; [`Error::InvalidOption`](crate::Error::InvalidOption) for a
+    /// lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::{Lease, MutexOptions};
+    ///
+    /// // A crashed leader is replaced within 5 s; a pause of 5 s costs the leadership.
+    /// let options = MutexOptions::default().lease(Lease::Renewed(Duration::from_secs(5)));
+    /// let election = client.election_with_options("scheduler", options)?;
+    /// # let _ = election;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn election_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<Election> {
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        Election::new(Arc::clone(&self.shared), keys, options)
     }
 
     /// This client's random identity (128 bits from the OS, as 22 characters).

@@ -239,7 +239,7 @@ impl Waiters {
 
 /// How long a waiter sleeps when no notification comes: the jittered fallback, cut to the
 /// holder's remaining lease so that an expiry is noticed as soon as it happens.
-fn nap(fallback: Duration, remaining: Option<Duration>) -> Duration {
+pub(crate) fn nap(fallback: Duration, remaining: Option<Duration>) -> Duration {
     let jittered = fallback.mul_f64(0.5 + 0.5 * jitter_fraction());
     let nap = remaining.map_or(jittered, |r| r.min(jittered));
     nap.max(Duration::from_millis(1))
@@ -488,7 +488,6 @@ impl<R: Resource> Held<R> {
         &self.fences
     }
 
-    #[expect(dead_code, reason = "for primitives that address their holders")]
     pub(crate) fn token(&self) -> &OwnerToken {
         &self.token
     }
@@ -525,9 +524,16 @@ impl<R: Resource> Held<R> {
             return Ok(());
         }
         if reply != 1 {
-            self.lease.mark_lost(Lost::Revoked);
+            return Err(self.revoked());
         }
         Err(self.not_held())
+    }
+
+    /// For a reply saying that Redis no longer holds this grant: fires the lost signal and
+    /// returns the error to report.
+    pub(crate) fn revoked(&self) -> Error {
+        self.lease.mark_lost(Lost::Revoked);
+        self.not_held()
     }
 
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while

@@ -5,6 +5,7 @@ mod check;
 mod client;
 mod cluster;
 mod conn;
+mod election;
 mod error;
 mod fair;
 // Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API.
@@ -32,6 +33,7 @@ mod token;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
+pub use election::{Election, LeaderWatch, Leader, Leadership};
 pub use error::{Error, Result};
 pub use fair::{FairMutex, FairMutexGuard};
 pub use inspect::{LockInfo, LockKind};
@@ -75,5 +77,8 @@ mod tests {
         is_send_sync::<crate::Mutex>();
         is_send_sync::<crate::MutexGuard>();
         is_send_sync::<crate::SentinelOptions>();
+        is_send_sync::<crate::Election>();
+        is_send_sync::<crate::Leadership>();
+        is_send_sync::<crate::LeaderWatch>();
     }
 }

@@ -76,6 +76,13 @@ pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> = announcing_script!("mute
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
 pub(crate) static RENEW_BATCH: LazyLock<Script> = script!("renew_batch.lua");
 pub(crate) static FENCE_RAISE: LazyLock<Script> = script!("fence_raise.lua");
+pub(crate) static ELECTION_ACQUIRE: LazyLock<Announcing> =
+    announcing_script!("fence.lua", "election_acquire.lua");
+pub(crate) static ELECTION_RELEASE: LazyLock<Announcing> =
+    announcing_script!("election_release.lua");
+pub(crate) static ELECTION_PROCLAIM: LazyLock<Announcing> =
+    announcing_script!("election_proclaim.lua");
+pub(crate) static ELECTION_LEADER: LazyLock<Script> = script!("election_leader.lua");
 
 /// Every script, run directly against a real server.
 #[cfg(test)]

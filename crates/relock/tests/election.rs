@@ -1,0 +1,299 @@
+//! Leader election against a real redis-server: leading, handing over, publishing a value,
+//! observing every change, the supervisor loop, bad keys and refusals; and on a Cluster.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{client, client_with, ms};
+use relock::{Client, ClientOptions, Election, Error, Lease, LeaderWatch, Lost, MutexOptions};
+use relock_testkit::{RedisCluster, RedisServer};
+
+/// Long enough that a wait that ends in time was ended by an announcement.
+const NO_FALLBACK: Duration = Duration::from_secs(30);
+/// Bounds every wait of these tests.
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn renewed(lease: Duration) -> MutexOptions {
+    MutexOptions::default().lease(Lease::Renewed(lease))
+}
+
+async fn announced_only(server: &RedisServer) -> Client {
+    client_with(server, ClientOptions::default().wake_fallback(NO_FALLBACK)).await
+}
+
+/// The watch's next state, within [`LIMIT`].
+async fn next(watch: &mut LeaderWatch) -> Option<(String, u64)> {
+    tokio::time::timeout(LIMIT, watch.next())
+        .await
+        .expect("the watch answers in time")
+        .expect("the leader can be read")
+        .map(|leader| (leader.value().to_owned(), leader.fence().get()))
+}
+
+#[tokio::test]
+async fn one_leader_at_a_time_and_a_resignation_hands_over_at_once() {
+    let server = RedisServer::start();
+    let a = announced_only(&server).await;
+    let b = announced_only(&server).await;
+    let election = a.election("scheduler").expect("name");
+    assert!(election.leader().await.expect("read").is_none());
+
+    let before = SystemTime::now() - Duration::from_secs(5);
+    let first = election.campaign("host-a:1").await.expect("campaign");
+    let leader = election.leader().await.expect("read").expect("a leader");
+    assert_eq!(leader.value(), "host-a:1");
+    assert_eq!(leader.fence(), first.fence());
+    assert!(leader.since() > before && leader.since() < SystemTime::now() + LIMIT);
+    assert!(first.is_held());
+
+    let standby = tokio::spawn({
+        let election = b.election("scheduler").expect("name");
+        async move {
+            let leadership = election.campaign("host-b:2").await.expect("campaign");
+            (Instant::now(), leadership)
+        }
+    });
+    tokio::time::sleep(ms(300)).await;
+    assert!(!standby.is_finished(), "a second leader while the first leads");
+    let resigned = Instant::now();
+    first.resign().await.expect("resign");
+    let (took_over, second) = tokio::time::timeout(LIMIT, standby)
+        .await
+        .expect("the standby takes over")
+        .expect("task");
+    let handover = took_over - resigned;
+    assert!(
+        handover < ms(2_000),
+        "with a fallback of 30 s only the announcement can have woken it: {handover:?}"
+    );
+    assert!(second.fence() > leader.fence(), "fences rise with each leader");
+    let now = election.leader().await.expect("read").expect("a leader");
+    assert_eq!((now.value(), now.fence()), ("host-b:2", second.fence()));
+    second.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn proclaim_changes_the_value_only_while_leading() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let election = c
+        .election_with_options("primary", renewed(ms(600)))
+        .expect("name");
+    let leadership = election.campaign("starting").await.expect("campaign");
+    let at_start = election.leader().await.expect("read").expect("a leader");
+    leadership.proclaim("ready: a:b:c").await.expect("proclaim");
+    let proclaimed = election.leader().await.expect("read").expect("a leader");
+    assert_eq!(proclaimed.value(), "ready: a:b:c");
+    assert_eq!(proclaimed.fence(), at_start.fence(), "same leadership");
+    assert_eq!(proclaimed.since(), at_start.since(), "same leadership");
+    let pttl: i64 = server
+        .cli(&["PTTL", "relock:{primary}:election"])
+        .parse()
+        .expect("pttl");
+    assert!(pttl > 0, "the lease is kept: {pttl}");
+
+    // Someone removes the leader key: the leadership is gone, and a proclamation says so.
+    server.cli(&["DEL", "relock:{primary}:election"]);
+    match leadership.proclaim("still me?").await {
+        Err(Error::NotHeld { name }) => assert_eq!(name, "primary"),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    assert!(!leadership.is_held());
+    assert_eq!(leadership.lost().await, Lost::Revoked);
+    assert!(election.leader().await.expect("read").is_none(), "nothing written");
+}
+
+#[tokio::test]
+async fn an_observer_sees_every_change_in_order() {
+    let server = RedisServer::start();
+    let c = announced_only(&server).await;
+    let other = announced_only(&server).await;
+    let election = c.election("consumer").expect("name");
+    let mut watch = election.observe();
+    assert_eq!(next(&mut watch).await, None, "nobody leads at first");
+
+    let a = election.campaign("a").await.expect("campaign");
+    let fa = a.fence().get();
+    assert_eq!(next(&mut watch).await, Some(("a".into(), fa)));
+    a.proclaim("a2").await.expect("proclaim");
+    assert_eq!(next(&mut watch).await, Some(("a2".into(), fa)));
+    a.resign().await.expect("resign");
+    assert_eq!(next(&mut watch).await, None);
+    let b = other
+        .election("consumer")
+        .expect("name")
+        .campaign("b")
+        .await
+        .expect("campaign");
+    assert_eq!(next(&mut watch).await, Some(("b".into(), b.fence().get())));
+    assert!(b.fence().get() > fa);
+    drop(b);
+    assert_eq!(next(&mut watch).await, None, "a dropped leadership resigns");
+
+    // Without a resignation the change comes with the lease's end, not the 30 s fallback.
+    let fixed = c
+        .election_with_options("consumer", MutexOptions::default().lease(Lease::Fixed(ms(500))))
+        .expect("name");
+    let held = fixed.campaign("c").await.expect("campaign");
+    assert_eq!(next(&mut watch).await, Some(("c".into(), held.fence().get())));
+    let started = Instant::now();
+    assert_eq!(next(&mut watch).await, None, "the lease ran out");
+    assert!(started.elapsed() < ms(5_000), "{:?}", started.elapsed());
+    assert_eq!(held.lost().await, Lost::Expired);
+}
+
+#[tokio::test]
+async fn the_supervisor_runs_the_task_only_while_leading_and_resigns_on_shutdown() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let election = c
+        .election_with_options("compaction", renewed(ms(600)))
+        .expect("name");
+    let terms = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let supervisor = tokio::spawn({
+        let election = election.clone();
+        let (terms, running) = (Arc::clone(&terms), Arc::clone(&running));
+        async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            election
+                .lead("worker-1", shutdown, move |_fence| {
+                    let running = Arc::clone(&running);
+                    terms.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        let _running = Running::enter(running);
+                        std::future::pending::<()>().await;
+                    }
+                })
+                .await
+        }
+    });
+    wait_until(|| running.load(Ordering::SeqCst) == 1).await;
+    let first = election.leader().await.expect("read").expect("leads");
+    assert_eq!(first.value(), "worker-1");
+
+    // The leadership is taken away: the task is stopped, and the loop campaigns again.
+    server.cli(&["DEL", "relock:{compaction}:election"]);
+    wait_until(|| terms.load(Ordering::SeqCst) == 2).await;
+    wait_until(|| running.load(Ordering::SeqCst) == 1).await;
+    let second = election.leader().await.expect("read").expect("leads");
+    assert!(second.fence() > first.fence());
+
+    stop.send(()).expect("the supervisor listens");
+    tokio::time::timeout(LIMIT, supervisor)
+        .await
+        .expect("shutdown is prompt")
+        .expect("task")
+        .expect("no error");
+    assert_eq!(running.load(Ordering::SeqCst), 0, "the task was stopped");
+    assert!(
+        election.leader().await.expect("read").is_none(),
+        "resigned, not left to expire"
+    );
+}
+
+/// Counts a running task; the count drops when its future is dropped.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn enter(count: Arc<AtomicUsize>) -> Running {
+        count.fetch_add(1, Ordering::SeqCst);
+        Running(count)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn wait_until(condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + LIMIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "condition not met within {LIMIT:?}");
+        tokio::time::sleep(ms(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_campaign_leaves_nobody_leading() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let election = c.election("cancelled").expect("name");
+    for _ in 0..20 {
+        let campaign = election.campaign("x");
+        let _ = tokio::time::timeout(Duration::from_micros(300), campaign).await;
+    }
+    let deadline = Instant::now() + LIMIT;
+    while election.leader().await.expect("read").is_some() {
+        assert!(Instant::now() < deadline, "a cancelled campaign kept leading");
+        tokio::time::sleep(ms(20)).await;
+    }
+    let leadership = election.campaign("y").await.expect("free");
+    leadership.resign().await.expect("resign");
+}
+
+#[tokio::test]
+async fn foreign_keys_give_typed_errors_and_redlock_refuses() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    server.cli(&["HSET", "relock:{hash}:election", "f", "v"]);
+    let hash = c.election("hash").expect("name");
+    assert!(matches!(hash.leader().await, Err(Error::WrongType { .. })));
+    assert!(matches!(hash.campaign("v").await, Err(Error::WrongType { .. })));
+    server.cli(&["SET", "relock:{garbage}:election", "not-ours"]);
+    let garbage = c.election("garbage").expect("name");
+    assert!(matches!(
+        garbage.leader().await,
+        Err(Error::UnexpectedReply { .. })
+    ));
+    assert!(matches!(c.election(""), Err(Error::InvalidName { .. })));
+
+    let others = [RedisServer::start(), RedisServer::start()];
+    let urls = [server.url(), others[0].url(), others[1].url()];
+    let redlock = Client::connect_redlock(urls).await.expect("connect");
+    assert!(matches!(
+        redlock.election("x"),
+        Err(Error::Unsupported { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
+    let cluster = tokio::task::block_in_place(RedisCluster::start);
+    let options = ClientOptions::default().wake_fallback(NO_FALLBACK);
+    let c = Client::connect_cluster_with_options(cluster.urls(), options)
+        .await
+        .expect("connect");
+    let elections: Vec<Election> = (0..3)
+        .map(|i| c.election(format!("cluster-{i}")).expect("name"))
+        .collect();
+    for election in &elections {
+        let mut watch = election.observe();
+        assert_eq!(next(&mut watch).await, None);
+        let first = election.campaign("a").await.expect("campaign");
+        assert_eq!(next(&mut watch).await, Some(("a".into(), first.fence().get())));
+        let standby = tokio::spawn({
+            let election = election.clone();
+            async move { election.campaign("b").await.expect("campaign") }
+        });
+        tokio::time::sleep(ms(200)).await;
+        first.resign().await.expect("resign");
+        let second = tokio::time::timeout(ms(3_000), standby)
+            .await
+            .expect("a sharded announcement woke the standby")
+            .expect("task");
+        let seen = next(&mut watch).await;
+        // The watch may see the gap between the two leaders, or only its end.
+        let seen = if seen.is_none() { next(&mut watch).await } else { seen };
+        assert_eq!(seen, Some(("b".into(), second.fence().get())));
+        second.resign().await.expect("resign");
+    }
+}
