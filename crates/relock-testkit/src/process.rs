@@ -388,6 +388,32 @@ impl Workers {
             .unwrap_or_else(|e| panic!("cannot kill {role} worker {index}: {e}"));
     }
 
+    /// Freezes worker `index` with `SIGSTOP`, as a long GC pause or a
+    /// suspended VM would: its timers and connections stand still until
+    /// [`resume`](Self::resume).
+    ///
+    /// # Panics
+    ///
+    /// If there is no worker `index` or the signal cannot be sent.
+    pub fn pause(&mut self, index: usize) {
+        self.signal(index, Signal::SIGSTOP);
+    }
+
+    /// Undoes [`pause`](Self::pause) with `SIGCONT`.
+    ///
+    /// # Panics
+    ///
+    /// If there is no worker `index` or the signal cannot be sent.
+    pub fn resume(&mut self, index: usize) {
+        self.signal(index, Signal::SIGCONT);
+    }
+
+    fn signal(&mut self, index: usize, signal: Signal) {
+        let (role, child) = self.role_and_child(index);
+        nix::sys::signal::kill(crate::server::pid_of(child), signal)
+            .unwrap_or_else(|e| panic!("cannot send {signal:?} to {role} worker {index}: {e}"));
+    }
+
     /// Waits for worker `index` to exit, looking every few milliseconds
     /// until `deadline`, and returns how it exited.
     ///

@@ -630,7 +630,7 @@ impl Drop for RedisServer {
     }
 }
 
-fn pid_of(child: &Child) -> Pid {
+pub(crate) fn pid_of(child: &Child) -> Pid {
     // Linux pids fit in i32; a failure here would mean a corrupt pid.
     Pid::from_raw(i32::try_from(child.id()).expect("process id does not fit in pid_t"))
 }

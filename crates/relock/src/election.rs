@@ -245,7 +245,8 @@ impl Election {
     /// leads.
     ///
     /// The task's future is dropped as soon as leadership is lost (renewal found it taken, or
-    /// its validity deadline passed): it never runs past the lease this process knows of. A
+    /// its validity deadline passed), and is never polled after its validity deadline passed,
+    /// even when the whole process was paused past it. A
     /// task that ends by itself ends the leadership too: it is resigned, so that another
     /// candidate can take over. Before each new campaign after a failure or a lost or ended
     /// leadership, the loop pauses for a jittered backoff, from 100 ms doubling up to the
@@ -316,7 +317,10 @@ impl Election {
                 Err(e) => return Err(e),
             };
             backoff.reset();
+            // In this order: after a pause past the lease, the loss is seen before the task
+            // is polled again.
             let end = tokio::select! {
+                biased;
                 () = &mut shutdown => TermEnd::Shutdown,
                 _ = leadership.lost() => TermEnd::Lost,
                 () = task(leadership.fence()) => TermEnd::TaskEnded,

@@ -106,6 +106,22 @@ async fn proclaim_changes_the_value_only_while_leading() {
     assert!(election.leader().await.expect("read").is_none(), "nothing written");
 }
 
+/// Runs `change` while `watch` waits, having first checked that the watch saw no change for
+/// a while (so it is waiting, with no earlier wake left over), and answers the change's output
+/// and the state the watch then answers.
+async fn after<T>(
+    watch: &mut LeaderWatch,
+    change: impl std::future::Future<Output = T>,
+) -> (T, Option<(String, u64)>) {
+    let mut waiting = std::pin::pin!(next(watch));
+    assert!(
+        tokio::time::timeout(ms(300), &mut waiting).await.is_err(),
+        "the watch answered before the change"
+    );
+    let output = change.await;
+    (output, waiting.await)
+}
+
 #[tokio::test]
 async fn an_observer_sees_every_change_in_order() {
     let server = RedisServer::start();
@@ -115,30 +131,31 @@ async fn an_observer_sees_every_change_in_order() {
     let mut watch = election.observe();
     assert_eq!(next(&mut watch).await, None, "nobody leads at first");
 
-    let a = election.campaign("a").await.expect("campaign");
+    let (a, seen) = after(&mut watch, election.campaign("a")).await;
+    let a = a.expect("campaign");
     let fa = a.fence().get();
-    assert_eq!(next(&mut watch).await, Some(("a".into(), fa)));
-    a.proclaim("a2").await.expect("proclaim");
-    assert_eq!(next(&mut watch).await, Some(("a2".into(), fa)));
-    a.resign().await.expect("resign");
-    assert_eq!(next(&mut watch).await, None);
-    let b = other
-        .election("consumer")
-        .expect("name")
-        .campaign("b")
-        .await
-        .expect("campaign");
-    assert_eq!(next(&mut watch).await, Some(("b".into(), b.fence().get())));
+    assert_eq!(seen, Some(("a".into(), fa)));
+    let (proclaimed, seen) = after(&mut watch, a.proclaim("a2")).await;
+    proclaimed.expect("proclaim");
+    assert_eq!(seen, Some(("a2".into(), fa)));
+    let (resigned, seen) = after(&mut watch, a.resign()).await;
+    resigned.expect("resign");
+    assert_eq!(seen, None);
+    let other = other.election("consumer").expect("name");
+    let (b, seen) = after(&mut watch, other.campaign("b")).await;
+    let b = b.expect("campaign");
+    assert_eq!(seen, Some(("b".into(), b.fence().get())));
     assert!(b.fence().get() > fa);
-    drop(b);
-    assert_eq!(next(&mut watch).await, None, "a dropped leadership resigns");
+    let ((), seen) = after(&mut watch, async move { drop(b) }).await;
+    assert_eq!(seen, None, "a dropped leadership resigns");
 
     // Without a resignation the change comes with the lease's end, not the 30 s fallback.
     let fixed = c
         .election_with_options("consumer", MutexOptions::default().lease(Lease::Fixed(ms(500))))
         .expect("name");
-    let held = fixed.campaign("c").await.expect("campaign");
-    assert_eq!(next(&mut watch).await, Some(("c".into(), held.fence().get())));
+    let (held, seen) = after(&mut watch, fixed.campaign("c")).await;
+    let held = held.expect("campaign");
+    assert_eq!(seen, Some(("c".into(), held.fence().get())));
     let started = Instant::now();
     assert_eq!(next(&mut watch).await, None, "the lease ran out");
     assert!(started.elapsed() < ms(5_000), "{:?}", started.elapsed());
