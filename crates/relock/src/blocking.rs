@@ -51,6 +51,7 @@
 //! ```
 
 mod client;
+mod election;
 mod fair;
 mod multi;
 mod mutex;
@@ -60,6 +61,7 @@ mod rwlock;
 mod semaphore;
 
 pub use client::Client;
+pub use election::{Election, LeaderWatch, Leadership};
 pub use fair::{FairMutex, FairMutexGuard};
 pub use multi::{MultiMutex, MultiMutexGuard};
 pub use mutex::{Mutex, MutexGuard};
@@ -210,5 +212,8 @@ mod tests {
         is_send_sync::<super::FairMutexGuard>();
         is_send_sync::<super::MultiMutex>();
         is_send_sync::<super::MultiMutexGuard>();
+        is_send_sync::<super::Election>();
+        is_send_sync::<super::Leadership>();
+        is_send_sync::<super::LeaderWatch>();
     }
 }

@@ -576,6 +576,32 @@ impl Leadership {
         self.held.lost().await
     }
 
+    /// Makes the lease last at least `lease` from now, if this candidate still leads, as
+    /// [`MutexGuard::extend`](crate::MutexGuard::extend) does: for an election of fixed
+    /// leases, whose leader says by itself how long it goes on leading.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership was lost;
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the validity deadline only moves on a confirmed reply.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(leadership: relock::Leadership) -> Result<(), relock::Error> {
+    /// leadership.extend(std::time::Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        self.held.extend(lease).await
+    }
+
     /// Publishes `value` as the leader's value instead of the one it campaigned with, if this
     /// candidate still leads; the fence, since-when and lease stay as they are. Observers see
     /// the change.

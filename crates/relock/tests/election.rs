@@ -314,3 +314,31 @@ async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
         second.resign().await.expect("resign");
     }
 }
+
+#[test]
+fn the_blocking_api_campaigns_observes_and_hands_over() {
+    let server = RedisServer::start();
+    let client = relock::blocking::Client::connect(server.url().as_str()).expect("connect");
+    let election = client.election("blocking").expect("name");
+    let mut watch = election.observe();
+    assert!(watch.next().expect("read").is_none());
+    let first = election.campaign("a").expect("campaign");
+    let seen = watch.next().expect("read").expect("a leader");
+    assert_eq!((seen.value(), seen.fence()), ("a", first.fence()));
+    assert_eq!(watch.next_timeout(ms(200)).expect("read"), None, "no change");
+
+    let standby = std::thread::spawn({
+        let election = election.clone();
+        move || election.campaign("b").map(|leadership| leadership.fence())
+    });
+    std::thread::sleep(ms(200));
+    first.proclaim("a2").expect("proclaim");
+    assert_eq!(
+        watch.next().expect("read").expect("a leader").value(),
+        "a2"
+    );
+    let before = first.fence();
+    first.resign().expect("resign");
+    let after = standby.join().expect("no panic").expect("campaign");
+    assert!(after > before);
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::IntoConnectionInfo;
 
 use super::runtime::Runtime;
-use super::{FairMutex, MultiMutex, Mutex, ReentrantMutex, RwLock, Semaphore};
+use super::{Election, FairMutex, MultiMutex, Mutex, ReentrantMutex, RwLock, Semaphore};
 use crate::error::Result;
 use crate::inspect::LockInfo;
 use crate::options::{ClientOptions, MutexOptions};
@@ -295,6 +295,40 @@ impl Client {
     ) -> Result<Mutex> {
         let mutex = self.client.mutex_with_options(name, options)?;
         Ok(Mutex::new(mutex, self.runtime()))
+    }
+
+    /// A leader election: [`relock::Client::election`](crate::Client::election).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`Election`].
+    pub fn election(&self, name: impl AsRef<[u8]>) -> Result<Election> {
+        self.election_with_options(name, MutexOptions::default())
+    }
+
+    /// A leader election with its own options:
+    /// [`relock::Client::election_with_options`](crate::Client::election_with_options).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::election`]; [`Error::InvalidOption`](crate::Error::InvalidOption) for a
+    /// lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// See [`Election`].
+    pub fn election_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<Election> {
+        let election = self.client.election_with_options(name, options)?;
+        Ok(Election::new(election, self.runtime()))
     }
 
     /// A new owner with a random id, for reentrant and read-write locks:

@@ -163,6 +163,11 @@ impl<G: AsyncGuard> Held<G> {
         guard
     }
 
+    /// The runtime that drives the guard, for what a guard does beyond the shared methods.
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     pub(crate) fn valid_until(&self) -> Instant {
         self.guard().valid_until()
     }
