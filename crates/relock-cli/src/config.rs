@@ -10,6 +10,7 @@ use clap::{CommandFactory, Parser};
 use relock::ClientOptions;
 
 use crate::lock::{Wait, Want};
+use crate::elect::{ElectPlan, LeaderArgs};
 use crate::{Cli, Command, RunArgs, StatusArgs, UnlockArgs};
 
 /// A command line, read and checked: where Redis is, the client's options and what to do.
@@ -60,6 +61,17 @@ pub enum Action {
     Unlock {
         /// The lock's name.
         name: String,
+    },
+    /// `relock elect`.
+    Elect(ElectPlan),
+    /// `relock leader NAME`: who leads the election.
+    Leader {
+        /// The election's name.
+        name: String,
+        /// Print each change until interrupted.
+        watch: bool,
+        /// JSON instead of text.
+        json: bool,
     },
 }
 
@@ -147,6 +159,8 @@ impl Action {
         Ok(match command {
             Command::Run(args) => Action::Run(RunPlan::of(args)),
             Command::Status(StatusArgs { pattern, json }) => Action::Status { pattern, json },
+            Command::Elect(args) => Action::Elect(ElectPlan::of(args)),
+            Command::Leader(LeaderArgs { name, watch, json }) => Action::Leader { name, watch, json },
             Command::Unlock(UnlockArgs { name, force: true }) => Action::Unlock { name },
             Command::Unlock(UnlockArgs { name, force: false }) => {
                 return Err(usage(

@@ -7,6 +7,8 @@
 //!                  [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
 //! relock status [PATTERN] [--json]
 //! relock unlock NAME --force
+//! relock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] -- CMD [ARGS...]
+//! relock leader NAME [--watch] [--json]
 //! ```
 //!
 //! Redis is found from `--redis URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`;
@@ -19,6 +21,7 @@ pub mod exit;
 
 mod config;
 mod duration;
+mod elect;
 mod lock;
 mod output;
 mod run;
@@ -31,6 +34,7 @@ use relock::{Client, ClientOptions, SentinelOptions};
 
 pub use config::{Action, Config, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
+pub use elect::ElectPlan;
 pub use lock::{Wait, Want};
 
 const EXAMPLES: &str = "\
@@ -41,6 +45,8 @@ Examples:
   relock status
   relock status 'backup*' --json
   relock unlock nightly-report --force
+  relock elect scheduler -- ./run-scheduler
+  relock leader scheduler --watch
   relock --redlock redis://a:6379,redis://b:6379,redis://c:6379 run report -- ./report.sh
   relock --cluster redis://node1:6379,redis://node2:6379 run --fair printer -- lp report.pdf
   relock --sentinel redis://s1:26379,redis://s2:26379 --service orders run report -- ./report.sh";
@@ -103,6 +109,12 @@ enum Command {
     /// Release the locks under a name whoever holds them (for holders known to be gone).
     #[command(after_help = UNLOCK_HELP)]
     Unlock(UnlockArgs),
+    /// Run a command whenever this instance leads an election; campaign again when it stops.
+    #[command(after_help = elect::ELECT_HELP)]
+    Elect(elect::ElectArgs),
+    /// Print who leads an election, and with --watch each change.
+    #[command(after_help = elect::LEADER_HELP)]
+    Leader(elect::LeaderArgs),
 }
 
 const RUN_HELP: &str = "\
@@ -293,6 +305,10 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
         Action::Run(plan) => run::run(&client, plan).await,
         Action::Status { pattern, json } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
+        Action::Elect(plan) => elect::elect(&client, plan).await,
+        Action::Leader { name, watch, json } => {
+            elect::leader(&client, elect::LeaderArgs { name, watch, json }).await
+        }
     }
 }
 

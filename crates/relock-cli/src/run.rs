@@ -34,14 +34,14 @@ pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
             ));
         }
     };
-    let mut child = match spawn(&plan, &guard) {
+    let mut child = match spawn(&plan.command, &plan.name, &guard.fence().to_string(), &[]) {
         Ok(child) => child,
         Err(failure) => {
             let _ = guard.unlock().await;
             return Err(failure);
         }
     };
-    match supervise(&mut child, &guard, &mut signals, plan.kill_grace).await? {
+    match supervise(&mut child, guard.lost(), &mut signals, plan.kill_grace).await? {
         Ending::Exited(status) => finish(guard, &plan.name, status).await,
         Ending::Lost(reason) => Err(Failure::new(
             exit::LOST,
@@ -84,28 +84,37 @@ async fn who_holds(client: &Client, name: &str, kind: LockKind) -> String {
     }
 }
 
-fn spawn(plan: &RunPlan, guard: &Guard) -> Result<Child, Failure> {
-    let (program, rest) = plan
-        .command
+/// Starts `command` in a process group of its own, with `RELOCK_NAME`, `RELOCK_FENCE` and
+/// `more` in its environment.
+pub(crate) fn spawn(
+    command: &[String],
+    name: &str,
+    fence: &str,
+    more: &[(&str, &str)],
+) -> Result<Child, Failure> {
+    let (program, rest) = command
         .split_first()
         .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
     Command::new(program)
         .args(rest)
-        .env("RELOCK_NAME", &plan.name)
-        .env("RELOCK_FENCE", guard.fence().to_string())
+        .env("RELOCK_NAME", name)
+        .env("RELOCK_FENCE", fence)
+        .envs(more.iter().copied())
         .process_group(0)
         .spawn()
         .map_err(|e| Failure::new(exit::CANNOT_RUN, format!("cannot run {program:?}: {e}")))
 }
 
-enum Ending {
+pub(crate) enum Ending {
     Exited(ExitStatus),
     Lost(Lost),
 }
 
-async fn supervise(
+/// Waits for the command to exit, passing signals on to it, and stops it when `lost`
+/// completes first.
+pub(crate) async fn supervise(
     child: &mut Child,
-    guard: &Guard,
+    lost: impl std::future::Future<Output = Lost>,
     signals: &mut Signals,
     kill_grace: Duration,
 ) -> Result<Ending, Failure> {
@@ -113,13 +122,14 @@ async fn supervise(
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
         .map(Pid::from_raw);
+    let mut lost = std::pin::pin!(lost);
     loop {
         tokio::select! {
             status = child.wait() => {
                 let status = status.map_err(|e| Failure::new(exit::SOFTWARE, format!("waiting for the command: {e}")))?;
                 return Ok(Ending::Exited(status));
             }
-            reason = guard.lost() => {
+            reason = &mut lost => {
                 stop(child, group, kill_grace).await;
                 return Ok(Ending::Lost(reason));
             }
@@ -163,7 +173,7 @@ async fn finish(guard: Guard, name: &str, status: ExitStatus) -> Result<u8, Fail
 }
 
 /// The command's exit code, or 128 + the signal that killed it, as shells report it.
-fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(exit::SOFTWARE),
@@ -173,15 +183,17 @@ fn exit_code(status: ExitStatus) -> u8 {
 }
 
 /// The signals relock passes on to the command.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
     quit: tokio::signal::unix::Signal,
+    /// The last signal received, if any.
+    received: Option<Signal>,
 }
 
 impl Signals {
-    fn new() -> Result<Self, Failure> {
+    pub(crate) fn new() -> Result<Self, Failure> {
         let listen = |kind| {
             signal(kind).map_err(|e| {
                 Failure::new(exit::SOFTWARE, format!("cannot listen for signals: {e}"))
@@ -192,16 +204,24 @@ impl Signals {
             terminate: listen(SignalKind::terminate())?,
             hangup: listen(SignalKind::hangup())?,
             quit: listen(SignalKind::quit())?,
+            received: None,
         })
     }
 
     /// The next signal received.
-    async fn next(&mut self) -> Signal {
-        tokio::select! {
+    pub(crate) async fn next(&mut self) -> Signal {
+        let sig = tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
             _ = self.hangup.recv() => Signal::SIGHUP,
             _ = self.quit.recv() => Signal::SIGQUIT,
-        }
+        };
+        self.received = Some(sig);
+        sig
+    }
+
+    /// The last signal received, if any.
+    pub(crate) fn received(&self) -> Option<Signal> {
+        self.received
     }
 }

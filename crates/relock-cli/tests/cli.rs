@@ -1039,3 +1039,175 @@ fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     drop(holders);
 }
+
+/// Polls `relock leader NAME --json` until `value` leads; returns its fence.
+fn wait_until_leading(server: &RedisServer, name: &str, value: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = output(server, &["leader", name, "--json"]);
+        let state: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("leader --json is JSON");
+        if state["leader"]["value"] == value {
+            return state["leader"]["fence"].as_u64().expect("a fence");
+        }
+        assert!(Instant::now() < deadline, "{value} never led {name}: {state}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(run: &Background) {
+    let pid = i32::try_from(run.child.id()).expect("a pid");
+    nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM to relock");
+}
+
+#[test]
+fn elect_runs_the_command_while_leading_and_a_standby_takes_over_at_once() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("terms");
+    let script = format!(
+        "echo \"$RELOCK_NAME $RELOCK_LEADER $RELOCK_FENCE\" >> {}; \
+         trap 'exit 0' TERM; while true; do sleep 0.05; done",
+        log.display()
+    );
+    let elect = |value: &str| {
+        background(
+            &server,
+            &["elect", "scheduler", "--value", value, "--", "sh", "-c", &script],
+        )
+    };
+    let a = elect("a");
+    let first = wait_until_leading(&server, "scheduler", "a");
+    let b = elect("b");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("log").lines().count(),
+        1,
+        "only the leader runs the command"
+    );
+
+    // A graceful stop resigns: the standby leads long before the 30 s lease would end.
+    sigterm(&a);
+    let stopped = Instant::now();
+    let out = finish(a, Duration::from_secs(10));
+    assert_eq!(code(&out), 0, "the command's own code: {}", stderr(&out));
+    let second = wait_until_leading(&server, "scheduler", "b");
+    assert!(stopped.elapsed() < Duration::from_secs(10));
+    assert!(second > first, "fences rise: {first} then {second}");
+    let terms = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(
+        terms.lines().collect::<Vec<_>>(),
+        [
+            format!("scheduler a {first}"),
+            format!("scheduler b {second}")
+        ]
+    );
+    drop(b);
+}
+
+#[test]
+fn elect_stops_the_command_when_leadership_is_lost_and_campaigns_again() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("terms");
+    let script = format!(
+        "trap 'echo TERM >> {0}; exit 0' TERM; echo \"$RELOCK_FENCE\" >> {0}; \
+         while true; do sleep 0.05; done",
+        log.display()
+    );
+    let run = background(
+        &server,
+        &["elect", "takeaway", "--value", "a", "--lease", "2s", "--", "sh", "-c", &script],
+    );
+    let first = wait_until_leading(&server, "takeaway", "a");
+    server.cli(&["DEL", "relock:{takeaway}:election"]);
+    let second = wait_until_leading(&server, "takeaway", "a");
+    assert!(second > first, "a new term: {first} then {second}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = std::fs::read_to_string(&log).expect("log");
+        if lines.lines().count() >= 3 {
+            assert_eq!(
+                lines.lines().collect::<Vec<_>>(),
+                [first.to_string(), "TERM".to_owned(), second.to_string()]
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the command was not restarted: {lines}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(run);
+
+    // With --once, a lost leadership ends relock with 75.
+    let once = Background {
+        child: relock(
+            &server,
+            &["elect", "once", "--once", "--lease", "2s", "--", "sleep", "30"],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn"),
+        group_file: None,
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while code(&output(&server, &["leader", "once"])) != 0 {
+        assert!(Instant::now() < deadline, "never led");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.cli(&["DEL", "relock:{once}:election"]);
+    let out = finish(once, Duration::from_secs(15));
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost leadership"), "{}", stderr(&out));
+}
+
+#[test]
+fn leader_prints_the_leader_and_watch_prints_every_change() {
+    let server = RedisServer::start();
+    let none = output(&server, &["leader", "report"]);
+    assert_eq!(code(&none), 78, "nobody leads");
+    assert_eq!(String::from_utf8_lossy(&none.stdout), "nobody leads\n");
+
+    let mut watch = Background {
+        child: relock(&server, &["leader", "report", "--watch", "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        group_file: None,
+    };
+    let stdout = watch.child.stdout.take().expect("piped");
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> serde_json::Value {
+        let line = seen
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the watch prints the change");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    assert_eq!(next(), serde_json::json!({"name": "report", "leader": null}));
+
+    let once = output(
+        &server,
+        &["elect", "report", "--once", "--value", "w1", "--", "sh", "-c", "sleep 0.5; exit 3"],
+    );
+    assert_eq!(code(&once), 3, "the command's code: {}", stderr(&once));
+    let led = next();
+    assert_eq!(led["leader"]["value"], "w1");
+    assert!(led["leader"]["fence"].as_u64().expect("fence") > 0);
+    assert!(led["leader"]["since_ms"].as_u64().expect("since") > 0);
+    assert_eq!(
+        next(),
+        serde_json::json!({"name": "report", "leader": null}),
+        "the finished command's leadership was resigned"
+    );
+    sigterm(&watch);
+    let status = watch.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "a watch ends quietly on SIGTERM");
+}
