@@ -9,8 +9,8 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use relock::ClientOptions;
 
-use crate::lock::{Wait, Want};
 use crate::elect::{ElectPlan, LeaderArgs};
+use crate::lock::{Wait, Want};
 use crate::{Cli, Command, RunArgs, StatusArgs, UnlockArgs};
 
 /// A command line, read and checked: where Redis is, the client's options and what to do.
@@ -160,7 +160,9 @@ impl Action {
             Command::Run(args) => Action::Run(RunPlan::of(args)),
             Command::Status(StatusArgs { pattern, json }) => Action::Status { pattern, json },
             Command::Elect(args) => Action::Elect(ElectPlan::of(args)),
-            Command::Leader(LeaderArgs { name, watch, json }) => Action::Leader { name, watch, json },
+            Command::Leader(LeaderArgs { name, watch, json }) => {
+                Action::Leader { name, watch, json }
+            }
             Command::Unlock(UnlockArgs { name, force: true }) => Action::Unlock { name },
             Command::Unlock(UnlockArgs { name, force: false }) => {
                 return Err(usage(

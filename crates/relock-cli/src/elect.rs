@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use relock::{Client, Election, Lease, Leader, MutexOptions};
+use relock::{Client, Election, Leader, Lease, MutexOptions};
 
 use crate::run::{self, Ending, Signals};
 use crate::{exit, output, parse_duration, Failure};
@@ -133,13 +133,21 @@ async fn term(
     let leadership = match leadership {
         Ok(leadership) => leadership,
         Err(e) if e.is_unavailable() => {
-            eprintln!("relock: cannot campaign in election {:?} ({e}); trying again", plan.name);
+            eprintln!(
+                "relock: cannot campaign in election {:?} ({e}); trying again",
+                plan.name
+            );
             return Ok(None);
         }
         Err(e) => return Err(e.into()),
     };
     let fence = leadership.fence().to_string();
-    let spawned = run::spawn(&plan.command, &plan.name, &fence, &[("RELOCK_LEADER", value)]);
+    let spawned = run::spawn(
+        &plan.command,
+        &plan.name,
+        &fence,
+        &[("RELOCK_LEADER", value)],
+    );
     let mut child = match spawned {
         Ok(child) => child,
         Err(failure) => {

@@ -1050,7 +1050,10 @@ fn wait_until_leading(server: &RedisServer, name: &str, value: &str) -> u64 {
         if state["leader"]["value"] == value {
             return state["leader"]["fence"].as_u64().expect("a fence");
         }
-        assert!(Instant::now() < deadline, "{value} never led {name}: {state}");
+        assert!(
+            Instant::now() < deadline,
+            "{value} never led {name}: {state}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -1073,7 +1076,16 @@ fn elect_runs_the_command_while_leading_and_a_standby_takes_over_at_once() {
     let elect = |value: &str| {
         background(
             &server,
-            &["elect", "scheduler", "--value", value, "--", "sh", "-c", &script],
+            &[
+                "elect",
+                "scheduler",
+                "--value",
+                value,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
         )
     };
     let a = elect("a");
@@ -1117,7 +1129,9 @@ fn elect_stops_the_command_when_leadership_is_lost_and_campaigns_again() {
     );
     let run = background(
         &server,
-        &["elect", "takeaway", "--value", "a", "--lease", "2s", "--", "sh", "-c", &script],
+        &[
+            "elect", "takeaway", "--value", "a", "--lease", "2s", "--", "sh", "-c", &script,
+        ],
     );
     let first = wait_until_leading(&server, "takeaway", "a");
     server.cli(&["DEL", "relock:{takeaway}:election"]);
@@ -1133,7 +1147,10 @@ fn elect_stops_the_command_when_leadership_is_lost_and_campaigns_again() {
             );
             break;
         }
-        assert!(Instant::now() < deadline, "the command was not restarted: {lines}");
+        assert!(
+            Instant::now() < deadline,
+            "the command was not restarted: {lines}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(run);
@@ -1142,7 +1159,9 @@ fn elect_stops_the_command_when_leadership_is_lost_and_campaigns_again() {
     let once = Background {
         child: relock(
             &server,
-            &["elect", "once", "--once", "--lease", "2s", "--", "sleep", "30"],
+            &[
+                "elect", "once", "--once", "--lease", "2s", "--", "sleep", "30",
+            ],
         )
         .stderr(Stdio::piped())
         .spawn()
@@ -1191,11 +1210,24 @@ fn leader_prints_the_leader_and_watch_prints_every_change() {
             .expect("the watch prints the change");
         serde_json::from_str(&line).expect("JSON")
     };
-    assert_eq!(next(), serde_json::json!({"name": "report", "leader": null}));
+    assert_eq!(
+        next(),
+        serde_json::json!({"name": "report", "leader": null})
+    );
 
     let once = output(
         &server,
-        &["elect", "report", "--once", "--value", "w1", "--", "sh", "-c", "sleep 0.5; exit 3"],
+        &[
+            "elect",
+            "report",
+            "--once",
+            "--value",
+            "w1",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.5; exit 3",
+        ],
     );
     assert_eq!(code(&once), 3, "the command's code: {}", stderr(&once));
     let led = next();

@@ -47,7 +47,10 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Use it instead of a [`Mutex`](crate::Mutex) when the lock is held for the life of a process
 /// (a scheduler, a single consumer) and others need to know who holds it. As with a mutex, a
 /// leader paused past its lease may still act after another took over: pass the
-/// [`fence`](Leadership::fence) to what the leader writes to (see `docs/election.md`).
+/// [`fence`](Leadership::fence) to what the leader writes to ([`topics::election`] says what a
+/// leader is guaranteed, and the settings' trade-offs).
+///
+/// [`topics::election`]: crate::topics::election
 ///
 /// Offered on one server, Sentinel and Cluster clients; a RedLock client refuses it.
 ///
@@ -783,15 +786,26 @@ mod tests {
     #[test]
     fn a_stored_leader_is_read_back_and_anything_else_is_refused() {
         let leader = parse_leader(b"tok:17:1700000000000:host:42").expect("well formed");
-        assert_eq!(leader.value(), "host:42", "the value may hold the separator");
+        assert_eq!(
+            leader.value(),
+            "host:42",
+            "the value may hold the separator"
+        );
         assert_eq!(leader.fence(), Fence::new(17));
-        assert_eq!(leader.since(), UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        assert_eq!(
+            leader.since(),
+            UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+        );
         assert_eq!(
             parse_leader(b"tok:17:1:").map(|l| l.value),
             Some(String::new())
         );
         for bad in [&b"tok:17:1"[..], b"tok:x:1:v", b"tok:1:-1:v", b"", b"tok"] {
-            assert!(parse_leader(bad).is_none(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                parse_leader(bad).is_none(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

@@ -33,7 +33,7 @@ mod token;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
-pub use election::{Election, LeaderWatch, Leader, Leadership};
+pub use election::{Election, Leader, LeaderWatch, Leadership};
 pub use error::{Error, Result};
 pub use fair::{FairMutex, FairMutexGuard};
 pub use inspect::{LockInfo, LockKind};
@@ -54,6 +54,11 @@ pub mod topics {
     /// scripts are kept apart.
     #[doc = include_str!("../../../docs/security.md")]
     pub mod security {}
+
+    /// Leader election: when to use it instead of a mutex, what a leader is guaranteed (with
+    /// its fence), the settings and their trade-offs, and what it costs.
+    #[doc = include_str!("../../../docs/election.md")]
+    pub mod election {}
 
     /// Bad input and faults, each with its outcome and the test that checks it.
     #[doc = include_str!("../../../docs/faults.md")]

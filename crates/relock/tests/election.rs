@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{client, client_with, ms};
-use relock::{Client, ClientOptions, Election, Error, Lease, LeaderWatch, Lost, MutexOptions};
+use relock::{Client, ClientOptions, Election, Error, LeaderWatch, Lease, Lost, MutexOptions};
 use relock_testkit::{RedisCluster, RedisServer};
 
 /// Long enough that a wait that ends in time was ended by an announcement.
@@ -57,7 +57,10 @@ async fn one_leader_at_a_time_and_a_resignation_hands_over_at_once() {
         }
     });
     tokio::time::sleep(ms(300)).await;
-    assert!(!standby.is_finished(), "a second leader while the first leads");
+    assert!(
+        !standby.is_finished(),
+        "a second leader while the first leads"
+    );
     let resigned = Instant::now();
     first.resign().await.expect("resign");
     let (took_over, second) = tokio::time::timeout(LIMIT, standby)
@@ -69,7 +72,10 @@ async fn one_leader_at_a_time_and_a_resignation_hands_over_at_once() {
         handover < ms(2_000),
         "with a fallback of 30 s only the announcement can have woken it: {handover:?}"
     );
-    assert!(second.fence() > leader.fence(), "fences rise with each leader");
+    assert!(
+        second.fence() > leader.fence(),
+        "fences rise with each leader"
+    );
     let now = election.leader().await.expect("read").expect("a leader");
     assert_eq!((now.value(), now.fence()), ("host-b:2", second.fence()));
     second.resign().await.expect("resign");
@@ -103,7 +109,10 @@ async fn proclaim_changes_the_value_only_while_leading() {
     }
     assert!(!leadership.is_held());
     assert_eq!(leadership.lost().await, Lost::Revoked);
-    assert!(election.leader().await.expect("read").is_none(), "nothing written");
+    assert!(
+        election.leader().await.expect("read").is_none(),
+        "nothing written"
+    );
 }
 
 /// Runs `change` while `watch` waits, having first checked that the watch saw no change for
@@ -151,7 +160,10 @@ async fn an_observer_sees_every_change_in_order() {
 
     // Without a resignation the change comes with the lease's end, not the 30 s fallback.
     let fixed = c
-        .election_with_options("consumer", MutexOptions::default().lease(Lease::Fixed(ms(500))))
+        .election_with_options(
+            "consumer",
+            MutexOptions::default().lease(Lease::Fixed(ms(500))),
+        )
         .expect("name");
     let (held, seen) = after(&mut watch, fixed.campaign("c")).await;
     let held = held.expect("campaign");
@@ -234,7 +246,10 @@ impl Drop for Running {
 async fn wait_until(condition: impl Fn() -> bool) {
     let deadline = Instant::now() + LIMIT;
     while !condition() {
-        assert!(Instant::now() < deadline, "condition not met within {LIMIT:?}");
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {LIMIT:?}"
+        );
         tokio::time::sleep(ms(20)).await;
     }
 }
@@ -250,7 +265,10 @@ async fn a_cancelled_campaign_leaves_nobody_leading() {
     }
     let deadline = Instant::now() + LIMIT;
     while election.leader().await.expect("read").is_some() {
-        assert!(Instant::now() < deadline, "a cancelled campaign kept leading");
+        assert!(
+            Instant::now() < deadline,
+            "a cancelled campaign kept leading"
+        );
         tokio::time::sleep(ms(20)).await;
     }
     let leadership = election.campaign("y").await.expect("free");
@@ -264,7 +282,10 @@ async fn foreign_keys_give_typed_errors_and_redlock_refuses() {
     server.cli(&["HSET", "relock:{hash}:election", "f", "v"]);
     let hash = c.election("hash").expect("name");
     assert!(matches!(hash.leader().await, Err(Error::WrongType { .. })));
-    assert!(matches!(hash.campaign("v").await, Err(Error::WrongType { .. })));
+    assert!(matches!(
+        hash.campaign("v").await,
+        Err(Error::WrongType { .. })
+    ));
     server.cli(&["SET", "relock:{garbage}:election", "not-ours"]);
     let garbage = c.election("garbage").expect("name");
     assert!(matches!(
@@ -296,7 +317,10 @@ async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
         let mut watch = election.observe();
         assert_eq!(next(&mut watch).await, None);
         let first = election.campaign("a").await.expect("campaign");
-        assert_eq!(next(&mut watch).await, Some(("a".into(), first.fence().get())));
+        assert_eq!(
+            next(&mut watch).await,
+            Some(("a".into(), first.fence().get()))
+        );
         let standby = tokio::spawn({
             let election = election.clone();
             async move { election.campaign("b").await.expect("campaign") }
@@ -309,7 +333,11 @@ async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
             .expect("task");
         let seen = next(&mut watch).await;
         // The watch may see the gap between the two leaders, or only its end.
-        let seen = if seen.is_none() { next(&mut watch).await } else { seen };
+        let seen = if seen.is_none() {
+            next(&mut watch).await
+        } else {
+            seen
+        };
         assert_eq!(seen, Some(("b".into(), second.fence().get())));
         second.resign().await.expect("resign");
     }
@@ -321,11 +349,15 @@ fn the_blocking_api_campaigns_observes_and_hands_over() {
     let client = relock::blocking::Client::connect(server.url().as_str()).expect("connect");
     let election = client.election("blocking").expect("name");
     let mut watch = election.observe();
-    assert!(watch.next().expect("read").is_none());
+    assert!(watch.next_state().expect("read").is_none());
     let first = election.campaign("a").expect("campaign");
-    let seen = watch.next().expect("read").expect("a leader");
+    let seen = watch.next_state().expect("read").expect("a leader");
     assert_eq!((seen.value(), seen.fence()), ("a", first.fence()));
-    assert_eq!(watch.next_timeout(ms(200)).expect("read"), None, "no change");
+    assert_eq!(
+        watch.next_state_timeout(ms(200)).expect("read"),
+        None,
+        "no change"
+    );
 
     let standby = std::thread::spawn({
         let election = election.clone();
@@ -334,7 +366,7 @@ fn the_blocking_api_campaigns_observes_and_hands_over() {
     std::thread::sleep(ms(200));
     first.proclaim("a2").expect("proclaim");
     assert_eq!(
-        watch.next().expect("read").expect("a leader").value(),
+        watch.next_state().expect("read").expect("a leader").value(),
         "a2"
     );
     let before = first.fence();

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use common::{runtime, URL_ENV};
 use relock::{Client, ClientOptions, Election, Lease, MutexOptions};
 use relock_testkit::process::{
-    env_var, hear, monotonic_nanos, run_scenarios, say, worker_index, worker_role, Event,
-    Workers,
+    env_var, hear, monotonic_nanos, run_scenarios, say, worker_index, worker_role, Event, Workers,
 };
 use relock_testkit::{check_no_overlap, RedisServer};
 
@@ -185,7 +184,10 @@ fn takeovers_keep_one_leader_at_a_time() {
         "took {after_resign:?} after a resignation: the announcement did not wake the standby"
     );
     let status = candidates.reap(third, Instant::now() + REAP_LIMIT);
-    assert!(status.success(), "the shut down candidate exited with {status}");
+    assert!(
+        status.success(),
+        "the shut down candidate exited with {status}"
+    );
     std::thread::sleep(LEASE / 2);
     candidates.kill(second);
     candidates.reap_killed(second, Instant::now() + REAP_LIMIT);
@@ -200,7 +202,11 @@ fn takeovers_keep_one_leader_at_a_time() {
         fences.windows(2).all(|pair| pair[0] < pair[1]),
         "fences must rise with each leader: {fences:?}"
     );
-    assert!(log.units.len() > 10, "the leaders worked: {}", log.units.len());
+    assert!(
+        log.units.len() > 10,
+        "the leaders worked: {}",
+        log.units.len()
+    );
     if let Err(overlap) = check_no_overlap(&mut log.units) {
         panic!("two leaders worked at once: {overlap}");
     }
@@ -233,7 +239,10 @@ fn options() -> ClientOptions {
 
 fn election(client: &Client) -> Election {
     client
-        .election_with_options(ELECTION, MutexOptions::default().lease(Lease::Renewed(LEASE)))
+        .election_with_options(
+            ELECTION,
+            MutexOptions::default().lease(Lease::Renewed(LEASE)),
+        )
         .expect("valid election")
 }
 

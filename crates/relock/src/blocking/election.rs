@@ -26,10 +26,10 @@ use crate::token::Fence;
 /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
 /// let election = client.election("scheduler")?;
 /// let mut watch = election.observe();
-/// assert!(watch.next()?.is_none(), "nobody leads yet");
+/// assert!(watch.next_state()?.is_none(), "nobody leads yet");
 ///
 /// let leadership = election.campaign("host-a")?;
-/// assert_eq!(watch.next()?.expect("a leader").fence(), leadership.fence());
+/// assert_eq!(watch.next_state()?.expect("a leader").fence(), leadership.fence());
 /// leadership.proclaim("host-a (ready)")?;
 /// assert_eq!(election.leader()?.expect("a leader").value(), "host-a (ready)");
 /// leadership.resign()?;
@@ -179,16 +179,16 @@ impl LeaderWatch {
     /// # Examples
     ///
     /// See [`Election`].
-    pub fn next(&mut self) -> Result<Option<Leader>> {
+    pub fn next_state(&mut self) -> Result<Option<Leader>> {
         self.runtime.block_on(self.watch.next())?
     }
 
-    /// As [`next`](LeaderWatch::next), for at most `timeout`: `Ok(None)` when the leader did
+    /// As [`next_state`](LeaderWatch::next_state), for at most `timeout`: `Ok(None)` when the leader did
     /// not change meanwhile, else `Ok(Some(state))`.
     ///
     /// # Errors
     ///
-    /// As [`next`](LeaderWatch::next).
+    /// As [`next_state`](LeaderWatch::next_state).
     ///
     /// # Examples
     ///
@@ -196,13 +196,13 @@ impl LeaderWatch {
     /// # fn demo(mut watch: relock::blocking::LeaderWatch) -> Result<(), relock::Error> {
     /// use std::time::Duration;
     ///
-    /// while let Some(state) = watch.next_timeout(Duration::from_secs(5))? {
+    /// while let Some(state) = watch.next_state_timeout(Duration::from_secs(5))? {
     ///     println!("now leading: {:?}", state.map(|leader| leader.value().to_owned()));
     /// }
     /// # Ok(())
     /// # }
     /// ```
-    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Option<Leader>>> {
+    pub fn next_state_timeout(&mut self, timeout: Duration) -> Result<Option<Option<Leader>>> {
         // The timer is made inside the runtime: outside any, tokio's timers panic.
         let watch = &mut self.watch;
         let next = self
