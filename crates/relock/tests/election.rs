@@ -1,5 +1,6 @@
 //! Leader election against a real redis-server: leading, handing over, publishing a value,
-//! observing every change, the supervisor loop, bad keys and refusals; and on a Cluster.
+//! observing every change, the supervisor loop, bad keys and refusals; through a Sentinel failover
+//! and on a Cluster.
 
 mod common;
 
@@ -8,8 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{client, client_with, ms};
-use relock::{Client, ClientOptions, Election, Error, LeaderWatch, Lease, Lost, MutexOptions};
-use relock_testkit::{RedisCluster, RedisServer};
+use relock::{
+    Client, ClientOptions, Election, Error, LeaderWatch, Lease, Lost, MutexOptions, SentinelOptions,
+};
+use relock_testkit::{RedisCluster, RedisServer, SentinelGroup};
 
 /// Long enough that a wait that ends in time was ended by an announcement.
 const NO_FALLBACK: Duration = Duration::from_secs(30);
@@ -373,4 +376,73 @@ fn the_blocking_api_campaigns_observes_and_hands_over() {
     first.resign().expect("resign");
     let after = standby.join().expect("no panic").expect("campaign");
     assert!(after > before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_sentinel_failover_the_leader_keeps_leading_and_hands_over() {
+    let group = tokio::task::block_in_place(SentinelGroup::start);
+    let through = || async {
+        Client::connect_sentinel_with_options(
+            group.sentinel_urls(),
+            group.service_name(),
+            SentinelOptions::default(),
+            ClientOptions::default().wake_fallback(NO_FALLBACK),
+        )
+        .await
+        .expect("connect through the sentinels")
+    };
+    let (a, b) = (through().await, through().await);
+    let election = a.election("failover").expect("name");
+    let mut watch = b.election("failover").expect("name").observe();
+    assert_eq!(next(&mut watch).await, None);
+    let leadership = election.campaign("a").await.expect("campaign");
+    let fence = leadership.fence().get();
+    assert_eq!(next(&mut watch).await, Some(("a".into(), fence)));
+    let standby = tokio::spawn({
+        let election = b.election("failover").expect("name");
+        async move { election.campaign("b").await.expect("campaign") }
+    });
+    // The failover must not lose the leader: wait until the replica has its key.
+    let replica = tokio::task::block_in_place(|| group.current_replica());
+    let deadline = Instant::now() + LIMIT;
+    while tokio::task::block_in_place(|| replica.cli(&["EXISTS", "relock:{failover}:election"]))
+        != "1"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the replica never got the leader"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+
+    tokio::task::block_in_place(|| group.failover());
+    // Proclaiming reaches the new master once the client followed it; the watch follows too.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match leadership.proclaim("a2").await {
+            Ok(()) => break,
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(ms(50)).await;
+            }
+            Err(e) => panic!("proclaim after the failover: {e}"),
+        }
+    }
+    assert_eq!(next(&mut watch).await, Some(("a2".into(), fence)));
+    assert!(leadership.is_held(), "the failover kept the leader");
+    assert!(!standby.is_finished(), "a second leader after the failover");
+
+    // A resignation on the new master wakes the standby, not its 30 s fallback.
+    leadership.resign().await.expect("resign");
+    let second = tokio::time::timeout(LIMIT, standby)
+        .await
+        .expect("the standby takes over")
+        .expect("task");
+    assert!(second.fence().get() > fence);
+    let seen = next(&mut watch).await;
+    let seen = if seen.is_none() {
+        next(&mut watch).await
+    } else {
+        seen
+    };
+    assert_eq!(seen, Some(("b".into(), second.fence().get())));
 }
