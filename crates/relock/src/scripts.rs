@@ -157,17 +157,26 @@ mod tests {
 
     /// The payloads announced on the wake channel while `during` runs.
     async fn announced<F: std::future::Future>(server: &RedisServer, during: F) -> Vec<String> {
+        announced_on(server, WAKE, during).await
+    }
+
+    /// The payloads announced on `channel` while `during` runs.
+    async fn announced_on<F: std::future::Future>(
+        server: &RedisServer,
+        channel: &str,
+        during: F,
+    ) -> Vec<String> {
         let mut pubsub = redis::Client::open(server.url().as_str())
             .expect("url")
             .get_async_pubsub()
             .await
             .expect("pubsub");
-        pubsub.subscribe(WAKE).await.expect("subscribe");
+        pubsub.subscribe(channel).await.expect("subscribe");
         during.await;
         // A marker published last: everything before it has arrived once it does.
         let mut c = conn(server).await;
         redis::cmd("PUBLISH")
-            .arg(WAKE)
+            .arg(channel)
             .arg("end")
             .exec_async(&mut c)
             .await
@@ -404,6 +413,116 @@ mod tests {
             1
         );
         assert!(waiters(&mut c).await.is_empty());
+    }
+
+    const LEADER: &str = "t:{e}:election";
+    const LEADER_FENCE: &str = "t:{e}:fence";
+    const CANDIDATES: &str = "t:{e}:wake";
+    const OBSERVERS: &str = "t:{e}:election-changes";
+
+    async fn campaign(c: &mut MultiplexedConnection, token: &str, value: &str) -> Vec<i64> {
+        ELECTION_ACQUIRE
+            .plain()
+            .key(LEADER)
+            .key(LEADER_FENCE)
+            .arg(token)
+            .arg(10_000)
+            .arg(60_000)
+            .arg(value)
+            .arg(OBSERVERS)
+            .invoke_async(c)
+            .await
+            .expect("campaign")
+    }
+
+    async fn leader(c: &mut MultiplexedConnection) -> Option<(String, i64)> {
+        ELECTION_LEADER
+            .key(LEADER)
+            .invoke_async(c)
+            .await
+            .expect("leader")
+    }
+
+    #[tokio::test]
+    async fn election_scripts_check_the_owner_and_keep_fence_since_and_lease() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        assert_eq!(leader(&mut c).await, None);
+        let won = campaign(&mut c, "a:", "v:1").await;
+        assert_eq!(won[0], 1);
+        let (stored, pttl) = leader(&mut c).await.expect("a leader");
+        let fields: Vec<&str> = stored.splitn(4, ':').collect();
+        assert_eq!((fields[0], fields[1]), ("a", won[1].to_string().as_str()));
+        assert_eq!(fields[3], "v:1");
+        assert!(pttl > 9_000 && pttl <= 10_000, "{pttl}");
+        assert_eq!(
+            campaign(&mut c, "a:", "other").await,
+            won,
+            "a retry is idempotent"
+        );
+        assert_eq!(campaign(&mut c, "b:", "v").await[0], 0);
+
+        let proclaim = |c: &mut MultiplexedConnection, token: &'static str| {
+            let mut c = c.clone();
+            async move {
+                ELECTION_PROCLAIM
+                    .plain()
+                    .key(LEADER)
+                    .arg(token)
+                    .arg("v:2")
+                    .arg(OBSERVERS)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("proclaim")
+            }
+        };
+        let mut p = c.clone();
+        let payloads = announced_on(&server, OBSERVERS, async move {
+            assert_eq!(proclaim(&mut p, "b:").await, -1, "a foreign proclamation");
+            assert_eq!(proclaim(&mut p, "a:").await, 1);
+        })
+        .await;
+        assert_eq!(
+            payloads,
+            ["*"],
+            "only the leader's proclamation is announced"
+        );
+        let (proclaimed, pttl) = leader(&mut c).await.expect("a leader");
+        assert_eq!(
+            proclaimed,
+            format!("{}:{}:{}:v:2", fields[0], fields[1], fields[2])
+        );
+        assert!(pttl > 0, "the lease is kept: {pttl}");
+
+        let release = |c: &mut MultiplexedConnection, token: &'static str| {
+            let mut c = c.clone();
+            async move {
+                ELECTION_RELEASE
+                    .plain()
+                    .key(LEADER)
+                    .arg(token)
+                    .arg(CANDIDATES)
+                    .arg(OBSERVERS)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+                    .expect("release")
+            }
+        };
+        let mut r = c.clone();
+        let payloads = announced_on(&server, CANDIDATES, async move {
+            assert_eq!(release(&mut r, "b:").await, -1, "a foreign resignation");
+            assert_eq!(release(&mut r, "a:").await, 1);
+            assert_eq!(release(&mut r, "a:").await, 0, "nobody leads");
+        })
+        .await;
+        assert_eq!(
+            payloads,
+            [""],
+            "one wake per process, for the resignation only"
+        );
+        assert_eq!(proclaim(&mut c, "a:").await, 0, "nothing to proclaim");
+        assert_eq!(leader(&mut c).await, None);
+        assert!(campaign(&mut c, "b:", "w").await[1] > won[1], "fences rise");
     }
 
     #[tokio::test]
