@@ -253,7 +253,9 @@ impl Election {
     /// task that ends by itself ends the leadership too: it is resigned, so that another
     /// candidate can take over. Before each new campaign after a failure or a lost or ended
     /// leadership, the loop pauses for a jittered backoff, from 100 ms doubling up to the
-    /// lease; Redis being unreachable and a wait limit passing are such failures.
+    /// lease; Redis being unreachable, a wait limit passing and too few replicas acknowledging
+    /// a won campaign (with [`wait_for_replicas`](crate::ClientOptions::wait_for_replicas))
+    /// are such failures.
     ///
     /// On shutdown while leading, the task is dropped first, then the leadership is resigned
     /// and the resignation waited for, so a standby takes over at once.
@@ -355,7 +357,7 @@ enum TermEnd {
 
 /// Whether campaigning again may succeed where this campaign failed.
 fn is_transient(e: &Error) -> bool {
-    e.is_unavailable() || matches!(e, Error::Timeout { .. })
+    e.is_unavailable() || matches!(e, Error::Timeout { .. } | Error::NotReplicated { .. })
 }
 
 /// The jittered, doubling pause of [`Election::lead`] between campaigns.

@@ -446,3 +446,25 @@ async fn through_a_sentinel_failover_the_leader_keeps_leading_and_hands_over() {
     };
     assert_eq!(seen, Some(("b".into(), second.fence().get())));
 }
+
+#[tokio::test]
+async fn the_supervisor_campaigns_on_while_replicas_do_not_acknowledge() {
+    // No replica ever acknowledges: each won campaign is given up as not replicated.
+    let server = RedisServer::start();
+    let options = ClientOptions::default().wait_for_replicas(1, ms(50));
+    let c = client_with(&server, options).await;
+    let election = c.election("unreplicated").expect("name");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let outcome = election
+        .lead("x", tokio::time::sleep(ms(1_000)), |_fence| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<()>()
+        })
+        .await;
+    assert!(
+        outcome.is_ok(),
+        "a refusal retrying can cure ended the loop: {outcome:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "never led unreplicated");
+    assert!(election.leader().await.expect("read").is_none());
+}
