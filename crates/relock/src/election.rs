@@ -507,10 +507,6 @@ impl Resource for Candidate {
             kind: RenewKind::Value,
         }]
     }
-
-    fn wake_target(&self, _token: &OwnerToken) -> Target {
-        Target::Any
-    }
 }
 
 /// Proof of leading an [`Election`], with its lease and fencing token.
