@@ -37,6 +37,10 @@ pub fn cli_args(input: &[u8]) {
             assert!(total >= 1 && permits >= 1, "{:?}", plan.want);
         }
     }
+    if let Action::Elect(plan) = &config.action {
+        assert!(!plan.command.is_empty());
+        assert!(plan.lease <= LONGEST && plan.kill_grace <= LONGEST);
+    }
     check_target(&config);
 }
 
