@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::ScriptInvocation;
+use tokio::time::Instant;
 
 use crate::client::Shared;
 use crate::error::{Error, Result};
@@ -240,6 +241,7 @@ impl Election {
             election: Arc::clone(&self.inner),
             waiter: None,
             last: None,
+            wake_at: None,
         }
     }
 
@@ -719,6 +721,9 @@ pub struct LeaderWatch {
     waiter: Option<Waiter>,
     /// The state last answered; `None` before the first answer.
     last: Option<Option<Leader>>,
+    /// When to read again without an announcement: the fallback, cut to the leader's lease as
+    /// the last read found it; `None` to read at once.
+    wake_at: Option<Instant>,
 }
 
 impl LeaderWatch {
@@ -748,21 +753,33 @@ impl LeaderWatch {
             self.waiter = Some(waiter);
         }
         loop {
-            let read = e.read().await?;
-            let (now, remaining) = match read {
+            if let Some(wake_at) = self.wake_at {
+                self.wait(wake_at).await;
+                // Read at once on the next call if this one is dropped during the read: the
+                // wake it used is gone.
+                self.wake_at = None;
+            }
+            let (now, remaining) = match e.read().await? {
                 Some((leader, remaining)) => (Some(leader), remaining),
                 None => (None, None),
             };
+            let nap = grant::nap(e.shared.options.wake_fallback, remaining);
+            self.wake_at = Some(Instant::now() + nap);
             if self.last.as_ref() != Some(&now) {
                 self.last = Some(now.clone());
                 return Ok(now);
             }
-            let nap = grant::nap(e.shared.options.wake_fallback, remaining);
-            if let Some(waiter) = &self.waiter {
-                tokio::select! {
-                    () = waiter.woken() => {}
-                    () = tokio::time::sleep(nap) => {}
-                }
+        }
+    }
+
+    /// Waits for an announcement, or until `wake_at` for those lost and for a lease that ends
+    /// without one. An announcement that came since the last read is kept by the waiter, so a
+    /// change between two calls ends this wait at once.
+    async fn wait(&self, wake_at: Instant) {
+        if let Some(waiter) = &self.waiter {
+            tokio::select! {
+                () = waiter.woken() => {}
+                () = tokio::time::sleep_until(wake_at) => {}
             }
         }
     }

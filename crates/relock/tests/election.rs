@@ -468,3 +468,62 @@ async fn the_supervisor_campaigns_on_while_replicas_do_not_acknowledge() {
     assert_eq!(ran.load(Ordering::SeqCst), 0, "never led unreplicated");
     assert!(election.leader().await.expect("read").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_change_costs_one_read_per_observer() {
+    const OBSERVERS: usize = 8;
+    const CHANGES: u64 = 10;
+    let server = RedisServer::start();
+    let leader = announced_only(&server).await;
+    let election = leader.election("watched").expect("name");
+    let leadership = election.campaign("v0").await.expect("campaign");
+    let (seen, mut sightings) = tokio::sync::mpsc::unbounded_channel();
+    let mut observers = tokio::task::JoinSet::new();
+    for i in 0..OBSERVERS {
+        let client = announced_only(&server).await;
+        let seen = seen.clone();
+        observers.spawn(async move {
+            let mut watch = client.election("watched").expect("name").observe();
+            loop {
+                let state = watch.next().await.expect("read");
+                let value = state.map(|leader| leader.value().to_owned());
+                if seen.send((i, value)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    await_all(&mut sightings, OBSERVERS, "v0").await;
+    let before = common::command_calls(&server, "evalsha");
+    for change in 1..=CHANGES {
+        let value = format!("v{change}");
+        leadership.proclaim(&value).await.expect("proclaim");
+        await_all(&mut sightings, OBSERVERS, &value).await;
+    }
+    let calls = common::command_calls(&server, "evalsha") - before;
+    let per_change = calls as f64 / CHANGES as f64;
+    println!("    {OBSERVERS} observers: {per_change} script calls per change");
+    // One proclamation and one read per observer; renewals go through the batch script, at
+    // most once per lease third on the leader's client.
+    let renewals = 2;
+    assert!(
+        calls <= CHANGES * (1 + OBSERVERS as u64) + renewals,
+        "{calls} script calls for {CHANGES} changes seen by {OBSERVERS} observers"
+    );
+    observers.abort_all();
+}
+
+/// Waits until `observers` sightings of `value` came, failing on any other state.
+async fn await_all(
+    sightings: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Option<String>)>,
+    observers: usize,
+    value: &str,
+) {
+    for _ in 0..observers {
+        let (_, seen) = tokio::time::timeout(LIMIT, sightings.recv())
+            .await
+            .expect("every observer sees the change")
+            .expect("observers run");
+        assert_eq!(seen.as_deref(), Some(value), "changes in order");
+    }
+}
