@@ -324,24 +324,8 @@ impl Election {
                 Err(e) => return Err(e),
             };
             backoff.reset();
-            // In this order: after a pause past the lease, the loss is seen before the task
-            // is polled again.
-            let end = tokio::select! {
-                biased;
-                () = &mut shutdown => TermEnd::Shutdown,
-                _ = leadership.lost() => TermEnd::Lost,
-                () = task(leadership.fence()) => TermEnd::TaskEnded,
-            };
-            match end {
-                TermEnd::Shutdown => {
-                    // Errors only say that leadership had ended already.
-                    let _ = leadership.resign().await;
-                    return Ok(());
-                }
-                TermEnd::TaskEnded => {
-                    let _ = leadership.resign().await;
-                }
-                TermEnd::Lost => drop(leadership),
+            if serve_term(leadership, &mut shutdown, &mut task).await == TermEnd::Shutdown {
+                return Ok(());
             }
             if backoff.pause_unless(&mut shutdown).await {
                 return Ok(());
@@ -351,10 +335,38 @@ impl Election {
 }
 
 /// What ended one leadership of [`Election::lead`].
+#[derive(PartialEq, Eq)]
 enum TermEnd {
     Shutdown,
     Lost,
     TaskEnded,
+}
+
+/// Runs the task of [`Election::lead`] while `leadership` lasts, and resigns when the task
+/// ended or `shutdown` came.
+async fn serve_term<S, F, T>(
+    leadership: Leadership,
+    shutdown: &mut Pin<&mut S>,
+    task: &mut F,
+) -> TermEnd
+where
+    S: Future<Output = ()>,
+    F: FnMut(Fence) -> T,
+    T: Future<Output = ()>,
+{
+    // In this order: after a pause past the lease, the loss is seen before the task is polled
+    // again.
+    let end = tokio::select! {
+        biased;
+        () = shutdown => TermEnd::Shutdown,
+        _ = leadership.lost() => TermEnd::Lost,
+        () = task(leadership.fence()) => TermEnd::TaskEnded,
+    };
+    if end != TermEnd::Lost {
+        // An error only says that leadership had ended already.
+        let _ = leadership.resign().await;
+    }
+    end
 }
 
 /// Whether campaigning again may succeed where this campaign failed.
