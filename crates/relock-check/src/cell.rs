@@ -87,6 +87,9 @@ pub struct CellResult {
     pub measurement: Measurement,
     /// Workers that ended in a way nobody asked for, with how.
     pub worker_failures: Vec<String>,
+    /// How many runs of the cell it took: more than one only for a cell that must show a
+    /// failure and did not show it at once (see [`run_matrix`](crate::run_matrix)).
+    pub runs: usize,
 }
 
 /// Runs one cell and checks its history.
@@ -155,6 +158,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         seed: config.options.seed,
         measurement: analyse(&workers.histories, counter, server_faults),
         worker_failures: failures,
+        runs: 1,
     })
 }
 
