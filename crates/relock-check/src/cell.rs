@@ -242,11 +242,14 @@ enum LockServers {
 
 impl LockServers {
     fn start(strategy: Strategy, fault: Fault) -> Result<LockServers> {
-        let options = if fault == Fault::RestartAof {
+        let mut options = if fault == Fault::RestartAof {
             ServerOptions::default().aof_always()
         } else {
             ServerOptions::default()
         };
+        if let Some(policy) = fault.memory_policy() {
+            options = options.args(["--maxmemory", MAXMEMORY, "--maxmemory-policy", policy]);
+        }
         Ok(match strategy.deployment() {
             Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
             Deployment::Redlock => LockServers::Masters(
@@ -331,11 +334,55 @@ impl LockServers {
             (LockServers::Sentinel(group, _), ServerAction::KillMaster) => {
                 group.node_mut(0).kill9();
             }
+            (LockServers::Masters(servers), ServerAction::FillMemory) => {
+                for server in servers.iter() {
+                    fill_memory(server)?;
+                }
+            }
+            (LockServers::Masters(servers), ServerAction::FreeMemory) => {
+                for server in servers.iter() {
+                    free_memory(server)?;
+                }
+            }
             // An action for another deployment: the plan never draws one.
             _ => {}
         }
         Ok(())
     }
+}
+
+/// The `maxmemory` of the lock's Redis in the memory faults: room for the locks, and for the
+/// server's own needs, with a margin.
+const MAXMEMORY: &str = "8mb";
+
+/// How many keys, of [`FILLER_BYTES`] each, fill the memory: twice the `maxmemory`.
+const FILLER_KEYS: usize = 64;
+const FILLER_BYTES: usize = 256 * 1024;
+
+fn filler_key(i: usize) -> String {
+    format!("relock-check:filler:{i}")
+}
+
+/// Writes keys without expiry until twice `maxmemory` was asked for. Writes refused for lack of
+/// memory (`noeviction`, or nothing left to evict) are what the fault is about, not an error.
+fn fill_memory(server: &RedisServer) -> Result<()> {
+    let mut conn = redis::Client::open(server.url())?.get_connection()?;
+    let value = vec![b'x'; FILLER_BYTES];
+    for i in 0..FILLER_KEYS {
+        let _ = redis::cmd("SET")
+            .arg(filler_key(i))
+            .arg(&value)
+            .exec(&mut conn);
+    }
+    Ok(())
+}
+
+/// Deletes what [`fill_memory`] wrote.
+fn free_memory(server: &RedisServer) -> Result<()> {
+    let mut conn = redis::Client::open(server.url())?.get_connection()?;
+    let keys: Vec<String> = (0..FILLER_KEYS).map(filler_key).collect();
+    redis::cmd("DEL").arg(&keys).exec(&mut conn)?;
+    Ok(())
 }
 
 /// The worker processes of a run, their output read on one thread each.

@@ -50,11 +50,23 @@ impl Claim {
                 | Fault::MinorityPause => Claim::Exclusive,
                 // Fences rise across a restart without persistence and across a master change
                 // (they come from the server's clock), so the resource still refuses old holders.
-                Fault::Pause | Fault::Partition | Fault::Restart | Fault::MinorityRestart
+                // Fences come from the server's clock, so an evicted fence key does not make
+                // them go back either.
+                Fault::Pause
+                | Fault::Partition
+                | Fault::Restart
+                | Fault::MinorityRestart
+                | Fault::EvictVolatile
+                | Fault::EvictAllKeys
                     if strategy.is_fenced() =>
                 {
                     Claim::Fenced
                 }
+                // Full memory refuses new grants but deletes nothing.
+                Fault::MemoryFull => Claim::Exclusive,
+                // What `Client::deployment_warnings` warns of under any policy but
+                // `noeviction`: the lock's own key evicted while its holder is inside.
+                Fault::EvictVolatile | Fault::EvictAllKeys => Claim::DocumentedLoss,
                 _ => Claim::NotClaimed,
             };
         }

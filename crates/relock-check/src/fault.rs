@@ -49,11 +49,22 @@ pub enum Fault {
     /// grant the failover lost is still inside, within its lease, when the new master grants the
     /// lock again.
     Failover,
+    /// The lock's Redis runs out of memory under `maxmemory-policy volatile-lru` while a holder
+    /// is inside: the checker fills it with keys without expiry, so the only keys it can evict
+    /// are those with one, the locks' own; then it deletes its keys again. Workers hold their
+    /// sections long around it, as for [`Fault::Restart`].
+    #[value(name = "evict-volatile-lru")]
+    EvictVolatile,
+    /// The same under `allkeys-lru`: every key may be evicted, the least recently used first.
+    #[value(name = "evict-allkeys-lru")]
+    EvictAllKeys,
+    /// The same under `noeviction`: nothing is evicted, writes are refused while memory is full.
+    MemoryFull,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 14] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -65,6 +76,9 @@ impl Fault {
         Fault::MinorityPause,
         Fault::MinorityRestart,
         Fault::Failover,
+        Fault::EvictVolatile,
+        Fault::EvictAllKeys,
+        Fault::MemoryFull,
     ];
 
     /// The name used on the command line and in tables.
@@ -81,6 +95,19 @@ impl Fault {
             Fault::MinorityPause => "minority-pause",
             Fault::MinorityRestart => "minority-restart",
             Fault::Failover => "failover",
+            Fault::EvictVolatile => "evict-volatile-lru",
+            Fault::EvictAllKeys => "evict-allkeys-lru",
+            Fault::MemoryFull => "memory-full",
+        }
+    }
+
+    /// The memory policy the lock's Redis runs under for this fault, if it sets one.
+    pub fn memory_policy(self) -> Option<&'static str> {
+        match self {
+            Fault::EvictVolatile => Some("volatile-lru"),
+            Fault::EvictAllKeys => Some("allkeys-lru"),
+            Fault::MemoryFull => Some("noeviction"),
+            _ => None,
         }
     }
 
@@ -92,7 +119,10 @@ impl Fault {
             (_, Fault::None) => true,
             (Deployment::Sentinel, fault) => fault == Fault::Failover,
             (_, Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition) => true,
-            (Deployment::Single, fault) => matches!(fault, Fault::Restart | Fault::RestartAof),
+            (Deployment::Single, fault) => {
+                matches!(fault, Fault::Restart | Fault::RestartAof)
+                    || fault.memory_policy().is_some()
+            }
             (Deployment::Redlock, fault) => matches!(
                 fault,
                 Fault::MinorityKill | Fault::MinorityPause | Fault::MinorityRestart
@@ -120,6 +150,9 @@ pub const HOLD_LEAD: Duration = Duration::from_millis(100);
 /// grant after the quiet is one the replica never receives.
 pub const FAILOVER_QUIET: Duration = Duration::from_millis(300);
 
+/// How long the lock's Redis stays full in the memory faults.
+pub const MEMORY_PRESSURE: Duration = Duration::from_millis(150);
+
 /// What the checker does to the lock's servers at a point of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerAction {
@@ -138,6 +171,11 @@ pub enum ServerAction {
     ResumeReplica,
     /// Sentinel: kill the current master for good.
     KillMaster,
+    /// Fill the server's memory past its `maxmemory` with keys of the checker's own, without
+    /// expiry.
+    FillMemory,
+    /// Delete the keys [`ServerAction::FillMemory`] wrote.
+    FreeMemory,
 }
 
 impl ServerAction {
@@ -149,6 +187,7 @@ impl ServerAction {
                 | ServerAction::Kill(_)
                 | ServerAction::Pause(_)
                 | ServerAction::KillMaster
+                | ServerAction::FillMemory
         )
     }
 }
@@ -218,6 +257,13 @@ impl FaultPlan {
                         .push((resume, ServerAction::Resume(nodes)));
                 }
             }
+            Fault::EvictVolatile | Fault::EvictAllKeys | Fault::MemoryFull => {
+                let when = at(rng, 0.2, 0.4);
+                plan.server_actions.extend([
+                    (when, ServerAction::FillMemory),
+                    (when + MEMORY_PRESSURE, ServerAction::FreeMemory),
+                ]);
+            }
             Fault::Failover => {
                 let when = at(rng, 0.15, 0.25).max(FAILOVER_QUIET);
                 // Workers stand back from the lock from 200 ms before the replica stops to
@@ -238,6 +284,9 @@ impl FaultPlan {
                 | Fault::MinorityKill
                 | Fault::MinorityPause
                 | Fault::MinorityRestart
+                | Fault::EvictVolatile
+                | Fault::EvictAllKeys
+                | Fault::MemoryFull
         ) {
             // Each worker holds its next section long from just before the first server fault,
             // so that a holder is inside, within its lease, while the servers fail.

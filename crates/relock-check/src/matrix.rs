@@ -83,6 +83,9 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockRedlockFenced, Fault::MinorityPause),
         (Strategy::RelockSentinel, Fault::Failover),
         (Strategy::RelockSentinelWait, Fault::Failover),
+        (Strategy::RelockMutex, Fault::EvictVolatile),
+        (Strategy::RelockMutexFenced, Fault::EvictVolatile),
+        (Strategy::RelockMutex, Fault::MemoryFull),
     ]
 }
 

@@ -199,7 +199,10 @@ async fn critical_section(
             | Fault::MinorityKill
             | Fault::MinorityPause
             | Fault::MinorityRestart
-            | Fault::Failover,
+            | Fault::Failover
+            | Fault::EvictVolatile
+            | Fault::EvictAllKeys
+            | Fault::MemoryFull,
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
