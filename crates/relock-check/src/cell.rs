@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use relock_testkit::process::monotonic_nanos;
-use relock_testkit::{Proxy, RedisServer, SentinelGroup, ServerOptions};
+use relock_testkit::{Proxy, RedisCluster, RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
@@ -110,7 +110,8 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         )));
     }
     let resource = RedisServer::start();
-    let mut lock_servers = LockServers::start(config.strategy, config.fault)?;
+    let name = format!("relock-check:{}:{}", config.strategy, config.fault);
+    let mut lock_servers = LockServers::start(config.strategy, config.fault, &name)?;
     let plan = FaultPlan::draw(
         config.fault,
         config.options.workers,
@@ -127,7 +128,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         lock_urls: lock_servers.urls(),
         service: lock_servers.service(),
         resource_url: resource.url(),
-        name: format!("relock-check:{}:{}", config.strategy, config.fault),
+        name,
         lease_ms: millis(config.lease()),
         acquire_timeout_ms: millis(config.acquire_timeout()),
         work_ms: millis(config.options.work),
@@ -238,10 +239,13 @@ enum LockServers {
     /// A Sentinel deployment, and a connection to its first master opened in advance, so that
     /// dropping the replica's link takes one round trip, not a `redis-cli` process.
     Sentinel(Box<SentinelGroup>, redis::Connection),
+    /// A Redis Cluster, and the slot of the lock's keys.
+    Cluster(Box<RedisCluster>, u16),
 }
 
 impl LockServers {
-    fn start(strategy: Strategy, fault: Fault) -> Result<LockServers> {
+    /// The servers of `strategy` under `fault`, for the lock `name`.
+    fn start(strategy: Strategy, fault: Fault, name: &str) -> Result<LockServers> {
         let mut options = if fault == Fault::RestartAof {
             ServerOptions::default().aof_always()
         } else {
@@ -262,6 +266,11 @@ impl LockServers {
                 let master = redis::Client::open(group.node(0).url())?.get_connection()?;
                 LockServers::Sentinel(Box::new(group), master)
             }
+            Deployment::Cluster => {
+                // relock's keys of a name share the hash tag `{name}`.
+                let slot = RedisCluster::slot_of(format!("{{{name}}}"));
+                LockServers::Cluster(Box::new(RedisCluster::start()), slot)
+            }
         })
     }
 
@@ -270,6 +279,7 @@ impl LockServers {
         match self {
             LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
             LockServers::Sentinel(group, _) => group.sentinel_urls(),
+            LockServers::Cluster(cluster, _) => cluster.urls(),
         }
     }
 
@@ -292,7 +302,7 @@ impl LockServers {
 
     fn service(&self) -> Option<String> {
         match self {
-            LockServers::Masters(_) => None,
+            LockServers::Masters(_) | LockServers::Cluster(..) => None,
             LockServers::Sentinel(group, _) => Some(group.service_name().to_owned()),
         }
     }
@@ -333,6 +343,15 @@ impl LockServers {
             }
             (LockServers::Sentinel(group, _), ServerAction::KillMaster) => {
                 group.node_mut(0).kill9();
+            }
+            (LockServers::Cluster(cluster, slot), ServerAction::ClusterFailover) => {
+                cluster.failover(*slot);
+            }
+            (LockServers::Cluster(cluster, slot), ServerAction::ClusterKillMaster) => {
+                cluster.kill_master(*slot);
+            }
+            (LockServers::Cluster(cluster, slot), ServerAction::MigrateSlot) => {
+                cluster.migrate_slot(*slot);
             }
             (LockServers::Masters(servers), ServerAction::FillMemory) => {
                 for server in servers.iter() {

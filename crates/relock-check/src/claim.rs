@@ -38,6 +38,13 @@ impl Claim {
             (Strategy::RelockSentinel, Fault::Failover) => return Claim::DocumentedLoss,
             // One replica, and every grant waits for it: the promoted replica has every grant.
             (Strategy::RelockSentinelWait, Fault::Failover) => return Claim::Exclusive,
+            // A manual failover loses no write, and a migrated key keeps its expiry.
+            (
+                Strategy::RelockCluster | Strategy::RelockClusterWait,
+                Fault::ClusterFailover | Fault::SlotMigration,
+            ) => return Claim::Exclusive,
+            // Every grant waited for the replica, and the promotion takes longer than a lease.
+            (Strategy::RelockClusterWait, Fault::ClusterKillMaster) => return Claim::Exclusive,
             _ => {}
         }
         if strategy.is_relock() {

@@ -60,11 +60,20 @@ pub enum Fault {
     EvictAllKeys,
     /// The same under `noeviction`: nothing is evicted, writes are refused while memory is full.
     MemoryFull,
+    /// Cluster: the replica of the lock's master takes over with `CLUSTER FAILOVER` (a manual
+    /// failover: it catches up with its master first) while a holder is inside.
+    ClusterFailover,
+    /// Cluster: the lock's master is killed (SIGKILL) while a holder is inside, and the cluster
+    /// promotes its replica once the node timeout (3 s) passed.
+    ClusterKillMaster,
+    /// Cluster: the lock's slot moves to another master (keys moved with `MIGRATE`, which keeps
+    /// their expiries) while a holder is inside.
+    SlotMigration,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 17] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -79,6 +88,9 @@ impl Fault {
         Fault::EvictVolatile,
         Fault::EvictAllKeys,
         Fault::MemoryFull,
+        Fault::ClusterFailover,
+        Fault::ClusterKillMaster,
+        Fault::SlotMigration,
     ];
 
     /// The name used on the command line and in tables.
@@ -98,6 +110,9 @@ impl Fault {
             Fault::EvictVolatile => "evict-volatile-lru",
             Fault::EvictAllKeys => "evict-allkeys-lru",
             Fault::MemoryFull => "memory-full",
+            Fault::ClusterFailover => "cluster-failover",
+            Fault::ClusterKillMaster => "cluster-kill-master",
+            Fault::SlotMigration => "slot-migration",
         }
     }
 
@@ -118,6 +133,14 @@ impl Fault {
         match (strategy.deployment(), self) {
             (_, Fault::None) => true,
             (Deployment::Sentinel, fault) => fault == Fault::Failover,
+            (Deployment::Cluster, fault) => matches!(
+                fault,
+                Fault::Kill
+                    | Fault::Slow
+                    | Fault::ClusterFailover
+                    | Fault::ClusterKillMaster
+                    | Fault::SlotMigration
+            ),
             (_, Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition) => true,
             (Deployment::Single, fault) => {
                 matches!(fault, Fault::Restart | Fault::RestartAof)
@@ -171,6 +194,12 @@ pub enum ServerAction {
     ResumeReplica,
     /// Sentinel: kill the current master for good.
     KillMaster,
+    /// Cluster: fail the lock's master over to its replica with `CLUSTER FAILOVER`.
+    ClusterFailover,
+    /// Cluster: kill the lock's master and wait for its replica's promotion.
+    ClusterKillMaster,
+    /// Cluster: move the lock's slot to another master.
+    MigrateSlot,
     /// Fill the server's memory past its `maxmemory` with keys of the checker's own, without
     /// expiry.
     FillMemory,
@@ -188,6 +217,9 @@ impl ServerAction {
                 | ServerAction::Pause(_)
                 | ServerAction::KillMaster
                 | ServerAction::FillMemory
+                | ServerAction::ClusterFailover
+                | ServerAction::ClusterKillMaster
+                | ServerAction::MigrateSlot
         )
     }
 }
@@ -257,6 +289,14 @@ impl FaultPlan {
                         .push((resume, ServerAction::Resume(nodes)));
                 }
             }
+            Fault::ClusterFailover | Fault::ClusterKillMaster | Fault::SlotMigration => {
+                let action = match fault {
+                    Fault::ClusterFailover => ServerAction::ClusterFailover,
+                    Fault::ClusterKillMaster => ServerAction::ClusterKillMaster,
+                    _ => ServerAction::MigrateSlot,
+                };
+                plan.server_actions.push((at(rng, 0.2, 0.4), action));
+            }
             Fault::EvictVolatile | Fault::EvictAllKeys | Fault::MemoryFull => {
                 let when = at(rng, 0.2, 0.4);
                 plan.server_actions.extend([
@@ -287,6 +327,9 @@ impl FaultPlan {
                 | Fault::EvictVolatile
                 | Fault::EvictAllKeys
                 | Fault::MemoryFull
+                | Fault::ClusterFailover
+                | Fault::ClusterKillMaster
+                | Fault::SlotMigration
         ) {
             // Each worker holds its next section long from just before the first server fault,
             // so that a holder is inside, within its lease, while the servers fail.

@@ -86,6 +86,7 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockMutex, Fault::EvictVolatile),
         (Strategy::RelockMutexFenced, Fault::EvictVolatile),
         (Strategy::RelockMutex, Fault::MemoryFull),
+        (Strategy::RelockClusterWait, Fault::ClusterKillMaster),
     ]
 }
 

@@ -202,7 +202,10 @@ async fn critical_section(
             | Fault::Failover
             | Fault::EvictVolatile
             | Fault::EvictAllKeys
-            | Fault::MemoryFull,
+            | Fault::MemoryFull
+            | Fault::ClusterFailover
+            | Fault::ClusterKillMaster
+            | Fault::SlotMigration,
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
