@@ -565,13 +565,13 @@ impl<R: Resource> Held<R> {
 
     async fn release(mut self) -> Result<()> {
         self.stop_renewing();
-        if self.resource.shared().holds.take(self.lease.id()).is_none() {
+        if !self.resource.shared().holds.is_live(self.lease.id()) {
             // The client's shutdown released it.
             self.released = true;
             return Err(Error::Shutdown);
         }
         if self.resource.shared().nodes.is_distributed() {
-            self.released = true;
+            self.end_hold();
             return redlock::unlock(self.resource.as_ref(), &self.token, &self.lease).await;
         }
         let deadline = self.lease.deadline();
@@ -580,19 +580,27 @@ impl<R: Resource> Held<R> {
         let sent = invoke_resending::<i64>(&mut conn, &invocation, self.resource.name()).await;
         match sent.reply? {
             1 => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             0 if sent.resent && Instant::now() < deadline => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             _ => {
-                self.released = true;
+                self.end_hold();
                 self.lease.mark_lost(Lost::Revoked);
                 Err(self.not_held())
             }
         }
+    }
+
+    /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold
+    /// stays registered, so that an unlock cancelled or failed on its way still leaves the
+    /// release to the drop.
+    fn end_hold(&mut self) {
+        self.released = true;
+        self.resource.shared().holds.take(self.lease.id());
     }
 
     fn stop_renewing(&self) {

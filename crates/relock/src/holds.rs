@@ -1,9 +1,10 @@
 //! Every live hold of one client, each with the release that gives it back: what lets a
 //! shutdown release the holds of every primitive, renewed or fixed, at once.
 //!
-//! A grant registers its hold here and whoever ends it (an unlock, a dropped guard, the
-//! shutdown) takes the registration back first, so that each hold is released by one of them
-//! only. Registering and taking cost a lock of a local map, no round trip to Redis.
+//! A grant registers its hold here and whoever ends it (an unlock that Redis answered, a
+//! dropped guard, the shutdown) takes the registration back, so that the drop or the shutdown
+//! never releases a hold twice. Registering and taking cost a lock of a local map, no round
+//! trip to Redis.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdMutexGuard};
@@ -43,6 +44,11 @@ impl Holds {
     /// took it (and released the hold).
     pub(crate) fn take(&self, lease_id: u64) -> Option<Release> {
         self.live().remove(&lease_id).map(|held| held.release)
+    }
+
+    /// Whether the hold is still registered: not ended, and not taken by a shutdown.
+    pub(crate) fn is_live(&self, lease_id: u64) -> bool {
+        self.live().contains_key(&lease_id)
     }
 
     /// Refuses every later registration and takes every hold registered: the start of a
