@@ -135,19 +135,13 @@ impl Keeper {
             // The task stopped already (shut down before, or its runtime is gone): the
             // releases run here.
             Err(refused) => match refused.0 {
-                Command::ShutDown(last) => settle(spawn_all(last.releases), within).await,
+                Command::ShutDown(last) => {
+                    settle(last.releases.into_iter().collect(), within).await
+                }
                 _ => 0,
             },
         }
     }
-}
-
-fn spawn_all(releases: Vec<Release>) -> JoinSet<bool> {
-    let mut set = JoinSet::new();
-    for release in releases {
-        set.spawn(release);
-    }
-    set
 }
 
 /// Waits up to `within` for every release of the set; how many were not answered by then
@@ -189,9 +183,7 @@ async fn finish(
                 done,
                 ..
             }) => {
-                more.into_iter().for_each(|release| {
-                    releases.spawn(release);
-                });
+                releases.extend(more);
                 reports.push(done);
             }
             Command::Watch(_) | Command::Forget(_) => {}
