@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{client, client_with};
+use common::{client, client_with, eventually};
 use relock::{Client, ClientOptions, Error, Lease, Lost};
 use relock_testkit::RedisServer;
 
@@ -162,6 +162,40 @@ async fn a_waiting_lock_returns_when_its_client_shuts_down() {
     assert!(matches!(outcome, Err(Error::Shutdown)), "{outcome:?}");
     assert!(guard.is_held(), "another client's lock is not touched");
     guard.unlock().await.expect("still held by its owner");
+}
+
+#[tokio::test]
+async fn shutdown_closes_the_notification_connection() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let guard = holder
+        .mutex("busy")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiter = client(&server).await;
+    let before_waiting = connections(&server);
+    let mutex = waiter.mutex("busy").expect("name");
+    let waiting = tokio::spawn(async move { mutex.lock().await });
+    let subscribed = eventually(PROMPTLY, || connections(&server) == before_waiting + 1).await;
+    assert!(
+        subscribed,
+        "the waiter's client opened its pub/sub connection"
+    );
+
+    waiter.shutdown().await.expect("shutdown");
+
+    let closed = eventually(PROMPTLY, || connections(&server) == before_waiting).await;
+    assert!(closed, "the pub/sub connection closed with the shutdown");
+    let outcome = waiting.await.expect("no panic");
+    assert!(matches!(outcome, Err(Error::Shutdown)), "{outcome:?}");
+    guard.unlock().await.expect("unlock");
+}
+
+/// How many connections the server has, `redis-cli`'s own included.
+fn connections(server: &RedisServer) -> usize {
+    server.cli(&["CLIENT", "LIST"]).lines().count()
 }
 
 /// A guard dropped just before the program ends: its release is only queued to the client's
