@@ -289,11 +289,17 @@ pub fn main() -> ExitCode {
 
 async fn dispatch(config: Config) -> Result<u8, Failure> {
     let client = connect(&config.target, config.options).await?;
-    match config.action {
+    let outcome = match config.action {
         Action::Run(plan) => run::run(&client, plan).await,
         Action::Status { pattern, json } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
+    };
+    // A guard an error path dropped only queued its release, and the runtime ends when this
+    // returns: the shutdown gives back whatever is still held. The outcome is the action's.
+    if let Err(e) = client.shutdown().await {
+        eprintln!("relock: {e}");
     }
+    outcome
 }
 
 async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {

@@ -8,6 +8,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::holds::{Holds, Registered};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
@@ -21,9 +22,14 @@ use crate::token::random_id;
 ///
 /// One `Client` per process is the intended use: it holds one multiplexed connection for lock
 /// commands, one pub/sub connection (opened on first contention) for release notifications,
-/// and one task that renews every renewed lease in batches. Cloning is cheap and shares all of
-/// it. Commands are never retried silently except where the lock token makes a retry
-/// idempotent; the connection reconnects in the background after a failure.
+/// and one task that renews every renewed lease in batches and runs the releases of dropped
+/// guards. Cloning is cheap and shares all of it. Commands are never retried silently except
+/// where the lock token makes a retry idempotent; the connection reconnects in the background
+/// after a failure.
+///
+/// Call [`shutdown`](Client::shutdown) before the program exits: a guard dropped on the way
+/// out only queues its release to the background task, which the runtime stops as `main`
+/// returns, and the lock then stays held until its lease ends.
 ///
 /// # Examples
 ///
@@ -36,6 +42,7 @@ use crate::token::random_id;
 /// let guard = client.mutex("nightly-report")?.lock().await?;
 /// // ... the work only one instance may do ...
 /// guard.unlock().await?;
+/// client.shutdown().await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -55,6 +62,8 @@ pub(crate) struct Shared {
     pub(crate) id: String,
     pub(crate) keeper: Keeper,
     pub(crate) notifier: Arc<Notifier>,
+    /// Every hold of every lock made from this client, until a shutdown gives them back.
+    pub(crate) holds: Holds,
 }
 
 impl Client {
@@ -156,6 +165,7 @@ impl Client {
                 options,
                 keeper,
                 notifier,
+                holds: Holds::default(),
             }),
         })
     }
@@ -202,6 +212,83 @@ impl Client {
     ) -> Result<Mutex> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         Mutex::new(Arc::clone(&self.shared), keys, options)
+    }
+
+    /// Gives back every lock this client holds and stops its background work: what to call
+    /// before the program exits.
+    ///
+    /// Every hold of every lock made from the client (any primitive, renewed or fixed lease)
+    /// is released at once, and the shutdown waits for Redis to answer those releases and the
+    /// releases of dropped guards still under way, for at most the client's
+    /// [`shutdown_timeout`](ClientOptions::shutdown_timeout) (5 s by default). Then the
+    /// renewal task and the notification tasks stop, and their connections close.
+    ///
+    /// This is needed because dropping a guard only queues its release to the client's
+    /// background task: when `main` returns (or `?` leaves it) right after, the runtime shuts
+    /// down first and the lock stays held until its lease ends, up to 30 s by default.
+    ///
+    /// After it, every guard of the client reports [`is_held`](crate::MutexGuard::is_held)
+    /// `false`, its `lost()` completes with [`Lost::Shutdown`](crate::Lost::Shutdown), and its
+    /// `unlock` and `extend` return [`Error::Shutdown`]; dropping it does nothing. Every
+    /// acquire returns [`Error::Shutdown`], and a `lock()` waiting when the shutdown began
+    /// returns it too.
+    ///
+    /// A client and its clones are one client: shutting down through any clone shuts down all
+    /// of them, and every lock handle made from any of them. Shutting down again returns at
+    /// once. Dropping a client does not shut it down: its handles and guards keep it alive.
+    ///
+    /// It is called `shutdown`, not `close`, because it does more than close connections: it
+    /// gives back locks and ends background work first, as tokio's `Runtime::shutdown_timeout`
+    /// and Redisson's `RedissonClient.shutdown()` do.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutdownIncomplete`] when Redis did not answer every release within the
+    /// shutdown timeout: those locks end with their leases. The client is shut down all the
+    /// same.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in what it waits for: the client is shut down and every hold is given
+    /// up as soon as it starts, and its releases go on in the background if the future is
+    /// dropped, but nothing waits for them any more.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// let client = relock::Client::connect(url.as_str()).await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// // ... the work; an early `return` or `?` would drop the guard ...
+    /// client.shutdown().await?;
+    /// assert!(!guard.is_held());
+    /// assert!(matches!(guard.unlock().await, Err(relock::Error::Shutdown)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) -> Result<()> {
+        let shared = &self.shared;
+        let releases = shared
+            .holds
+            .shut_down()
+            .into_iter()
+            .map(|Registered { lease, release }| {
+                lease.shut_down();
+                release
+            })
+            .collect();
+        shared.notifier.stop();
+        let unanswered = shared
+            .keeper
+            .shut_down(releases, shared.options.shutdown_timeout)
+            .await;
+        if unanswered > 0 {
+            return Err(Error::ShutdownIncomplete { unanswered });
+        }
+        Ok(())
     }
 
     /// This client's random identity (128 bits from the OS, as 22 characters).

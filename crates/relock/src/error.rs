@@ -102,6 +102,17 @@ pub enum Error {
     /// A [`blocking`](crate::blocking) call was made inside a tokio runtime, where blocking
     /// would stall the runtime's threads: use the async API there.
     BlockingInAsync,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it acquires
+    /// nothing any more, and a guard whose hold the shutdown gave back can no longer be
+    /// released or extended.
+    Shutdown,
+    /// A shutdown gave back every hold, but Redis did not answer some of the releases within
+    /// the client's [`shutdown_timeout`](crate::ClientOptions::shutdown_timeout): those locks
+    /// may stay held until their leases end.
+    ShutdownIncomplete {
+        /// How many releases were not answered.
+        unanswered: usize,
+    },
     /// Redis could not be reached, timed out, refused the credentials or answered with an error.
     Redis(redis::RedisError),
     /// Redis answered with a reply of a shape the lock scripts never produce.
@@ -229,6 +240,12 @@ impl fmt::Display for Error {
             Error::BlockingInAsync => {
                 f.write_str("a blocking lock call was made inside an async runtime")
             }
+            Error::Shutdown => f.write_str("the client was shut down"),
+            Error::ShutdownIncomplete { unanswered } => write!(
+                f,
+                "shutdown: redis did not answer {unanswered} releases in time; those locks end \
+                 with their leases"
+            ),
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::UnexpectedReply { detail } => {
                 write!(f, "unexpected reply from redis: {detail}")

@@ -398,6 +398,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](FairMutexGuard::unlock) to learn whether it was still held.
 /// Dropping the guard releases the lock in the background, best effort, and the first waiter
 /// is woken; if that release cannot reach Redis, the lock frees itself when its lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -416,7 +419,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases the lock right away"]
+#[must_use = "dropping the guard only queues its release to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct FairMutexGuard {
     held: Held<Inner>,
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keeper::Renewal;
+use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::observe::{self, Acquiring, Hold};
@@ -165,6 +165,7 @@ async fn wait_for_grant<R: Resource>(
         woken_by = tokio::select! {
             waiter = waiters.woken() => waiter,
             () = tokio::time::sleep_until(wake_at) => None,
+            () = resource.shared().holds.shutting_down() => return Err(Error::Shutdown),
         };
     }
 }
@@ -260,7 +261,11 @@ struct Attempt<'a, R: Resource> {
 }
 
 impl<'a, R: Resource> Attempt<'a, R> {
+    /// An attempt of a client that was not shut down.
     fn new(resource: &'a Arc<R>) -> Result<Self> {
+        if resource.shared().holds.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         Ok(Attempt {
             resource,
             token: OwnerToken::new()?,
@@ -293,7 +298,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
         if let Some(ack) = self.resource.shared().options.replica_ack {
             self.confirm_replicated(ack).await?;
         }
-        Ok(self.into_held(fences, sent_at))
+        self.into_held(fences, sent_at).await
     }
 
     /// Waits for the replicas to acknowledge the grant (`WAIT` on the connection the grant
@@ -374,8 +379,9 @@ impl<'a, R: Resource> Attempt<'a, R> {
         }
     }
 
-    fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Held<R> {
-        self.armed = false;
+    /// Registers the grant among the client's holds and hands it to its guard; when the
+    /// client was shut down while the grant was on its way, releases it and refuses.
+    async fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Result<Held<R>> {
         let r = self.resource;
         let lease = Arc::new(LeaseState::new(
             r.lease().duration(),
@@ -384,18 +390,26 @@ impl<'a, R: Resource> Attempt<'a, R> {
             sent_at,
             Hold::granted(r.as_ref(), first_fence(&fences)),
         ));
+        let release = release_of(r.as_ref(), &self.token);
+        if let Err(release) = r.shared().holds.register(Arc::clone(&lease), release) {
+            // Still armed: if this is cancelled, the attempt's drop releases in the background.
+            release.await;
+            self.armed = false;
+            return Err(Error::Shutdown);
+        }
+        self.armed = false;
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
                 .watch(Arc::clone(&lease), r.renewals(&self.token));
         }
-        Held {
+        Ok(Held {
             resource: Arc::clone(r),
             token: self.token.clone(),
             fences,
             lease,
             released: false,
-        }
+        })
     }
 }
 
@@ -447,15 +461,23 @@ async fn invoke_resending<T: redis::FromRedisValue>(
     }
 }
 
-fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+/// Releases whatever `token` holds in the background, best effort.
+pub(crate) fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+    resource
+        .shared()
+        .keeper
+        .release(release_of(resource, token));
+}
+
+/// The best-effort release of whatever `token` holds, sent once when run: for a dropped guard,
+/// a cancelled acquire, or a hold a shutdown gives back.
+fn release_of<R: Resource>(resource: &R, token: &OwnerToken) -> Release {
     if resource.shared().nodes.is_distributed() {
-        return redlock::release_in_background(resource, token);
+        return redlock::release_of(resource, token);
     }
     let invocation = resource.release_script(token);
     let mut conn = resource.shared().conn.clone();
-    resource.shared().keeper.release(Box::pin(async move {
-        let _ = invocation.invoke_async::<i64>(&mut conn).await;
-    }));
+    Box::pin(async move { invocation.invoke_async::<i64>(&mut conn).await.is_ok() })
 }
 
 /// The fence of the first name of a grant: the one a grant of a single name is known by.
@@ -512,6 +534,9 @@ impl<R: Resource> Held<R> {
     async fn send_extend(&self, lease: Duration) -> Result<()> {
         let lease_ms = lease_millis(lease)?;
         let r = &self.resource;
+        if r.shared().holds.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         if r.shared().nodes.is_distributed() {
             return redlock::extend(r.as_ref(), &self.token, &self.lease, lease, lease_ms).await;
         }
@@ -540,8 +565,13 @@ impl<R: Resource> Held<R> {
 
     async fn release(mut self) -> Result<()> {
         self.stop_renewing();
-        if self.resource.shared().nodes.is_distributed() {
+        if !self.resource.shared().holds.is_live(self.lease.id()) {
+            // The client's shutdown released it.
             self.released = true;
+            return Err(Error::Shutdown);
+        }
+        if self.resource.shared().nodes.is_distributed() {
+            self.end_hold();
             return redlock::unlock(self.resource.as_ref(), &self.token, &self.lease).await;
         }
         let deadline = self.lease.deadline();
@@ -550,19 +580,27 @@ impl<R: Resource> Held<R> {
         let sent = invoke_resending::<i64>(&mut conn, &invocation, self.resource.name()).await;
         match sent.reply? {
             1 => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             0 if sent.resent && Instant::now() < deadline => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             _ => {
-                self.released = true;
+                self.end_hold();
                 self.lease.mark_lost(Lost::Revoked);
                 Err(self.not_held())
             }
         }
+    }
+
+    /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold
+    /// stays registered, so that an unlock cancelled or failed on its way still leaves the
+    /// release to the drop.
+    fn end_hold(&mut self) {
+        self.released = true;
+        self.resource.shared().holds.take(self.lease.id());
     }
 
     fn stop_renewing(&self) {
@@ -580,9 +618,13 @@ impl<R: Resource> Held<R> {
 
 impl<R: Resource> Drop for Held<R> {
     fn drop(&mut self) {
-        if !self.released {
-            self.stop_renewing();
-            release_in_background(self.resource.as_ref(), &self.token);
+        if self.released {
+            return;
+        }
+        self.stop_renewing();
+        // Nothing to take when the client's shutdown released the hold already.
+        if let Some(release) = self.resource.shared().holds.take(self.lease.id()) {
+            self.resource.shared().keeper.release(release);
             self.lease.hold().dropped();
         }
     }

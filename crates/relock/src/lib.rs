@@ -12,6 +12,7 @@ mod fair;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
+mod holds;
 mod inspect;
 mod keeper;
 mod keys;

@@ -380,6 +380,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](MultiMutexGuard::unlock) to learn whether every name was still
 /// held. Dropping the guard releases them in the background, best effort; if that release
 /// cannot reach Redis, the names free themselves when their lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -400,7 +403,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases every name right away"]
+#[must_use = "dropping the guard only queues the release of every name to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct MultiMutexGuard {
     held: Held<Inner>,
 }

@@ -357,6 +357,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](MutexGuard::unlock) to learn whether it was still held. Dropping
 /// the guard releases the lock in the background, best effort; if that release cannot reach
 /// Redis, the lock frees itself when its lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -375,7 +378,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases the lock right away"]
+#[must_use = "dropping the guard only queues its release to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct MutexGuard {
     held: Held<Inner>,
 }

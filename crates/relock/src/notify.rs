@@ -30,6 +30,7 @@ use redis::aio::{PubSubSink, PubSubStream};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::ClusterSource;
 use crate::sentinel::SentinelConn;
@@ -102,6 +103,8 @@ pub(crate) struct Notifier {
     /// How long a waiter waits for its subscription to be confirmed before it relies on its
     /// retry timer alone (a server that is paused or cut off never confirms).
     confirm_within: Duration,
+    /// Cancelled by a shutdown, which ends the tasks and closes their connections.
+    stop: CancellationToken,
 }
 
 impl Notifier {
@@ -109,11 +112,13 @@ impl Notifier {
     /// subscription and ends with the client.
     pub(crate) fn spawn_all(sources: Vec<Source>, confirm_within: Duration) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
+        let stop = CancellationToken::new();
         let requests = sources
             .into_iter()
             .map(|source| {
                 let (requests, rx) = mpsc::unbounded_channel();
-                tokio::spawn(run(source, Arc::clone(&registry), rx));
+                let task = run(source, Arc::clone(&registry), rx);
+                tokio::spawn(stop.clone().run_until_cancelled_owned(task));
                 requests
             })
             .collect();
@@ -121,7 +126,14 @@ impl Notifier {
             registry,
             requests,
             confirm_within,
+            stop,
         })
+    }
+
+    /// Ends every notification task, for a shutdown. A waiter registered later relies on its
+    /// retry timer alone.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
     }
 
     /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a

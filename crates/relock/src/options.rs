@@ -134,6 +134,7 @@ pub struct ClientOptions {
     pub(crate) renew_batch: usize,
     pub(crate) drift: Drift,
     pub(crate) node_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
     pub(crate) replica_ack: Option<ReplicaAck>,
     pub(crate) tls: Tls,
 }
@@ -266,6 +267,7 @@ impl Default for ClientOptions {
             renew_batch: 512,
             drift: Drift::default(),
             node_timeout: Duration::from_millis(250),
+            shutdown_timeout: Duration::from_secs(5),
             replica_ack: None,
             tls: Tls::default(),
         }
@@ -351,6 +353,18 @@ impl ClientOptions {
     /// [`Client::connect_redlock`]: crate::Client::connect_redlock
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
+        self
+    }
+
+    /// The longest [`Client::shutdown`] waits for Redis to answer the releases it sends
+    /// and those of dropped guards still under way. Default: 5 s.
+    ///
+    /// A release that is not answered by then is given up: its lock ends with its lease, and
+    /// the shutdown reports [`Error::ShutdownIncomplete`].
+    ///
+    /// [`Client::shutdown`]: crate::Client::shutdown
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
         self
     }
 
@@ -466,6 +480,7 @@ impl ClientOptions {
         positive("response_timeout", self.response_timeout)?;
         positive("connection_timeout", self.connection_timeout)?;
         positive("node_timeout", self.node_timeout)?;
+        positive("shutdown_timeout", self.shutdown_timeout)?;
         let Drift { factor, extra } = self.drift;
         if !(0.0..0.5).contains(&factor) || extra > MAX_LEASE {
             return Err(Error::InvalidOption {

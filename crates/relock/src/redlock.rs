@@ -13,7 +13,8 @@ use tokio::time::Instant;
 use crate::client::{addresses, Client};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::grant::{Reply, Resource};
+use crate::grant::{release_in_background, Reply, Resource};
+use crate::keeper::Release;
 use crate::lease::{valid_until, LeaseState, Lost};
 use crate::notify::Source;
 use crate::options::ClientOptions;
@@ -319,18 +320,20 @@ async fn ask_owner<R: Resource>(
         .0
 }
 
-/// Releases on every master in the background, for a dropped guard, a cancelled acquire or
-/// a refused one; once more after a node timeout, for acquire requests still on their way.
-pub(crate) fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+/// The background release on every master, for a dropped guard, a cancelled acquire, a
+/// refused one or a shutdown; sent once more after a node timeout, for acquire requests still
+/// on their way. Answered when a majority answered the first time.
+pub(crate) fn release_of<R: Resource>(resource: &R, token: &OwnerToken) -> Release {
     let release = || resource.release_script(token);
     let (first, second) = (release(), release());
     let nodes = Arc::clone(&resource.shared().nodes);
     let pause = resource.shared().options.node_timeout;
-    resource.shared().keeper.release(Box::pin(async move {
-        nodes.ask_all::<i64>(first).await;
+    Box::pin(async move {
+        let answered = nodes.ask_all::<i64>(first).await.iter().flatten().count();
         tokio::time::sleep(pause).await;
         nodes.ask_all::<i64>(second).await;
-    }));
+        answered >= nodes.majority()
+    })
 }
 
 /// How many answered 1 (done) and how many answered anything else (not held by this owner).

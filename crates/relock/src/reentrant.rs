@@ -479,6 +479,9 @@ impl Resource for Claim {
 /// Dropping the guard gives its hold back in the background, best effort; if that cannot reach
 /// Redis, the lock frees itself when its lease ends. Either way only this guard's hold is given
 /// back: the owner's other guards keep the lock.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -497,7 +500,7 @@ impl Resource for Claim {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct ReentrantMutexGuard {
     held: Held<Claim>,
 }

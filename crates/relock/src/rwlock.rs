@@ -762,6 +762,9 @@ macro_rules! guard_methods {
 /// Dropping the guard gives the hold back in the background, best effort; if that cannot reach
 /// Redis, the hold ends with its lease. The other holds of the lock, the owner's included, are
 /// untouched either way.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -776,7 +779,7 @@ macro_rules! guard_methods {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct RwLockReadGuard {
     held: Held<Claim>,
 }
@@ -789,6 +792,9 @@ guard_methods!(RwLockReadGuard, "read", "read");
 /// Dropping the guard gives the hold back in the background, best effort; if that cannot reach
 /// Redis, the hold ends with its lease. The owner's other holds, read holds taken while writing
 /// included, are untouched either way.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -803,7 +809,7 @@ guard_methods!(RwLockReadGuard, "read", "read");
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct RwLockWriteGuard {
     held: Held<Claim>,
 }

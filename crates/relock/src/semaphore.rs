@@ -654,6 +654,9 @@ impl Resource for Request {
 /// Give the permits back with [`release`](SemaphorePermit::release) to learn whether they were
 /// still held. Dropping the guard gives them back in the background, best effort; if that
 /// cannot reach Redis, they come back when the lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -672,7 +675,7 @@ impl Resource for Request {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the permit gives it back right away"]
+#[must_use = "dropping the permit only queues giving it back to the client's background task; call `release`, or `Client::shutdown` before the program exits"]
 pub struct SemaphorePermit {
     held: Held<Request>,
 }

@@ -444,3 +444,38 @@ async fn f18_an_evicting_memory_policy_is_reported() {
         .expect("read");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+#[tokio::test]
+async fn f20_a_shutdown_redis_does_not_answer_reports_the_releases_it_gave_up() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().shutdown_timeout(ms(300));
+    let c = client_with(&server, options).await;
+    let guard = c
+        .mutex_with_options("unanswered", fixed(ms(3000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    server.pause();
+    let started = Instant::now();
+    let outcome = c.shutdown().await;
+    let waited = started.elapsed();
+    server.resume();
+    assert!(
+        matches!(outcome, Err(Error::ShutdownIncomplete { unanswered: 1 })),
+        "{outcome:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "bounded by the shutdown timeout, waited {waited:?}"
+    );
+    assert!(!guard.is_held(), "a guard never outlives its shutdown");
+    assert!(matches!(guard.unlock().await, Err(Error::Shutdown)));
+    let other = client(&server).await;
+    let mutex = other.mutex("unanswered").expect("name");
+    let free = mutex.lock_timeout(Duration::from_secs(10)).await;
+    free.expect("free by the end of its lease")
+        .unlock()
+        .await
+        .expect("unlock");
+}

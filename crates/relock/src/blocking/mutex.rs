@@ -162,7 +162,7 @@ macro_rules! mutex_type {
         /// # Ok(())
         /// # }
         /// ```
-        #[must_use = "dropping the guard releases the lock right away"]
+        #[must_use = "dropping the guard releases the lock before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
         pub struct $guard {
             held: $crate::blocking::runtime::Held<$crate::$guard>,
         }

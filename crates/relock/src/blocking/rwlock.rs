@@ -179,7 +179,7 @@ impl RwLock {
 /// # Examples
 ///
 /// See [`RwLock`].
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard gives its hold back before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
 pub struct RwLockReadGuard {
     held: Held<crate::RwLockReadGuard>,
 }
@@ -193,7 +193,7 @@ pub struct RwLockReadGuard {
 /// # Examples
 ///
 /// See [`RwLock::write`].
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard gives its hold back before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
 pub struct RwLockWriteGuard {
     held: Held<crate::RwLockWriteGuard>,
 }
