@@ -42,6 +42,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     for run in 1..=ticks {
         tokio::select! {
             _ = schedule.tick() => println!("{pod}: job {run} (fence {})", guard.fence()),
+            // Another instance may lead by now: stop scheduling at once. Exiting lets the
+            // pod restart and wait to lead again.
             lost = guard.lost() => return Err(format!("{pod}: leadership lost: {lost}").into()),
             _ = terminate.recv() => break,
         }
