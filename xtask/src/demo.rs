@@ -22,20 +22,14 @@ pub(crate) fn run() -> Result<(), String> {
         &[],
     )?;
     // A private server unless the user points us at one; it stops when `server` drops.
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => {
-            println!("demo: using REDIS_URL={url}");
-            (url, None)
-        }
-        _ => {
-            let server = RedisServer::start();
-            println!(
-                "demo: started a private redis-server on 127.0.0.1:{}",
-                server.port()
-            );
-            (server.url(), Some(server))
-        }
-    };
+    let (url, server) = RedisServer::from_env_or_start();
+    match &server {
+        Some(server) => println!(
+            "demo: started a private redis-server on 127.0.0.1:{}",
+            server.port()
+        ),
+        None => println!("demo: using REDIS_URL={url}"),
+    }
     let epoch_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|e| e.to_string())?

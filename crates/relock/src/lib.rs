@@ -62,6 +62,12 @@ pub mod topics {
     /// and units, how to wire them up and what to alert on.
     #[doc = include_str!("../../../docs/observability.md")]
     pub mod observability {}
+
+    /// Running relock in production: sizing a lease, fencing writes to a database, and
+    /// Kubernetes (termination, CronJobs, the pod name as holder label), with the examples
+    /// that show each.
+    #[doc = include_str!("../../../docs/production.md")]
+    pub mod production {}
 }
 
 #[cfg(test)]
