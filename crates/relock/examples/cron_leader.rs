@@ -35,7 +35,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     let guard = tokio::select! {
         guard = leadership.lock() => guard?,
-        _ = terminate.recv() => return Ok(()),
+        _ = terminate.recv() => {
+            // An acquire cut short may have been granted meanwhile: give it back before exit.
+            client.shutdown().await?;
+            return Ok(());
+        }
     };
     println!("{pod}: leader (fence {})", guard.fence());
     let mut schedule = tokio::time::interval(tick);
@@ -49,6 +53,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     guard.unlock().await?;
+    client.shutdown().await?;
     println!("{pod}: stepped down");
     Ok(())
 }

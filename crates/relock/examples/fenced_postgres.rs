@@ -77,6 +77,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     drop(db);
     connection.await??;
+    first.shutdown().await?;
+    second.shutdown().await?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ async fn render(worker: &str, url: &str) -> Result<(), Box<dyn Error>> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!("worker {worker}: done at {} us", now_us()?);
     permit.release().await?;
+    client.shutdown().await?;
     Ok(())
 }
 

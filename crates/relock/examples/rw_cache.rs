@@ -49,6 +49,7 @@ async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
     }
     let fetches = fetches.load(Ordering::SeqCst);
     println!("{READERS} readers, {fetches} fetch(es) from the source");
+    client.shutdown().await?;
     Ok(())
 }
 
