@@ -234,6 +234,13 @@ impl Failure {
     pub fn code(&self) -> u8 {
         self.code
     }
+
+    /// `err` met talking to Redis at `target`, with a message that names where that is.
+    fn at(target: &Target, err: relock::Error) -> Self {
+        let failure = Failure::from(err);
+        let message = format!("cannot use Redis at {target}: {}", failure.message);
+        Failure::new(failure.code, message)
+    }
 }
 
 impl From<relock::Error> for Failure {
@@ -290,7 +297,7 @@ pub fn main() -> ExitCode {
 async fn dispatch(config: Config) -> Result<u8, Failure> {
     let client = connect(&config.target, config.options).await?;
     match config.action {
-        Action::Run(plan) => run::run(&client, plan).await,
+        Action::Run(plan) => run::run(&client, &config.target, plan).await,
         Action::Status { pattern, json } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
     }
@@ -316,11 +323,7 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
             .await
         }
     };
-    client.map_err(|e| {
-        let failure = Failure::from(e);
-        let message = format!("cannot use Redis at {target}: {}", failure.message);
-        Failure::new(failure.code, message)
-    })
+    client.map_err(|e| Failure::at(target, e))
 }
 
 /// `host/pid`, shown to operators as the holder of this process's locks.

@@ -444,3 +444,115 @@ async fn f18_an_evicting_memory_policy_is_reported() {
         .expect("read");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// Takes `server` down with `SIGKILL` for `down`, then starts it again on the same port, off
+/// the runtime's threads; returns it once it answers again.
+async fn down_for(mut server: RedisServer, down: Duration) -> RedisServer {
+    tokio::task::spawn_blocking(move || {
+        server.kill9();
+        std::thread::sleep(down);
+        server.restart();
+        server
+    })
+    .await
+    .expect("the outage's thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f19_a_waiter_rides_out_redis_down_for_two_seconds() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let holder = a.mutex("blip").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let taken = b
+            .mutex("blip")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await;
+        (taken, started.elapsed())
+    });
+    tokio::time::sleep(ms(300)).await;
+    let _server = down_for(server, Duration::from_secs(2)).await;
+    let (taken, waited) = waiter.await.expect("task");
+    let taken = taken.expect("the waiter gets the lock once Redis is back");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "not before Redis returned"
+    );
+    // The restarted server holds nothing of the holder's: the lock went to the waiter.
+    assert_eq!(holder.lost().await, Lost::Revoked);
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f19_a_waiter_rides_out_redis_paused_for_two_seconds() {
+    let server = RedisServer::start();
+    // Short reply timeouts: each send fails fast, so the few resends of one request end well
+    // inside the pause.
+    let options = || ClientOptions::default().response_timeout(ms(300));
+    let (a, b) = (
+        client_with(&server, options()).await,
+        client_with(&server, options()).await,
+    );
+    let holder = a.mutex("paused").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        b.mutex("paused")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+    });
+    tokio::time::sleep(ms(300)).await;
+    server.pause();
+    tokio::time::sleep(ms(2000)).await;
+    server.resume();
+    assert!(!waiter.is_finished(), "the waiter waited through the pause");
+    holder
+        .unlock()
+        .await
+        .expect("the holder releases after the pause");
+    let taken = waiter
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock after the pause");
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn f19_an_outage_past_the_wait_limit_reports_the_last_error_at_the_limit() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::default().outage_limit(ms(800));
+    let c = client_with(&server, options).await;
+    server.kill9();
+    let mutex = c.mutex("gone").expect("name");
+    let started = Instant::now();
+    let err = mutex
+        .lock_timeout(ms(1500))
+        .await
+        .expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(
+        err.is_unavailable(),
+        "the last error, not a timeout: {err:?}"
+    );
+    assert!(waited >= ms(1400), "retried until the limit: {waited:?}");
+    assert!(waited < Duration::from_secs(8), "then gave up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.lock().await.expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        waited >= ms(700),
+        "lock() retries for the outage limit: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(8), "then gives up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.try_lock().await.expect_err("Redis stays down");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        started.elapsed() < ms(700),
+        "try_lock does not wait through an outage"
+    );
+}
