@@ -293,7 +293,9 @@ impl ClientOptions {
     /// The longest a waiter sleeps between attempts when no release notification arrives (it
     /// never sleeps past the holder's remaining lease either). Notifications normally wake
     /// waiters at once; this bounds the delay when one is lost, for example while the
-    /// subscription reconnects. Each sleep is jittered down to half of it. Default: 1 s.
+    /// subscription reconnects. Each sleep is jittered down to half of it. It is also how long
+    /// the subscription connection may stay quiet while anyone waits before it is pinged, and
+    /// the longest pause of a waiter retrying an unreachable Redis. Default: 1 s.
     pub fn wake_fallback(mut self, interval: Duration) -> Self {
         self.wake_fallback = interval;
         self
@@ -302,7 +304,8 @@ impl ClientOptions {
     /// How long a waiter without a wait limit (`lock()`, `acquire()`, `read()`, `write()`
     /// without a `wait_timeout`) goes on retrying while Redis cannot be reached, from the first
     /// failure of the outage, before it returns the last error. A waiter with a wait limit
-    /// retries until its limit instead. Default: 30 s.
+    /// retries until its limit instead. Zero returns the first error; `Duration::MAX` retries
+    /// for as long as it takes. Default: 30 s.
     ///
     /// Which errors count as Redis being unreachable:
     /// [`Error::is_unavailable`](crate::Error::is_unavailable). `try_lock` and the other
@@ -312,8 +315,9 @@ impl ClientOptions {
         self
     }
 
-    /// How long to wait for any reply from Redis before treating the call as failed.
-    /// Default: 1 s.
+    /// How long to wait for any reply from Redis before treating the call as failed. The
+    /// subscription connection that announces releases is replaced when a reply on it takes
+    /// longer. Default: 1 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
