@@ -117,6 +117,8 @@ refused). If the lock is lost (Redis unreachable past the lease, or the lock rem
 command's process group gets SIGTERM, then SIGKILL after --kill-grace, and relock exits 75.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to relock are passed to the command; the lock is
 released when it exits. relock exits with the command's code (128+N if killed by signal N).
+While it waits, relock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
+when there is no --wait), then exits 69.
 
 Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
 74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.

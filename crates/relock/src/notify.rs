@@ -565,12 +565,16 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
 }
 
-/// Whether the connection answers a ping in time. The cluster connection needs none: it
-/// times out its own requests and reconnects a silent node by itself, announcing it.
+/// Whether the connection answers a ping in time; an error reply (a user not allowed `PING`)
+/// is an answer too. The cluster connection is not pinged: it times out its own subscriptions
+/// and announces each node connection it re-establishes.
 async fn answers(conn: &mut Connection) -> bool {
-    match &mut conn.link {
-        Link::Plain { sink, .. } => within(conn.reply_within, sink.ping::<Value>()).await,
-        Link::Cluster { .. } => true,
+    let Link::Plain { sink, .. } = &mut conn.link else {
+        return true;
+    };
+    match tokio::time::timeout(conn.reply_within, sink.ping::<Value>()).await {
+        Ok(reply) => reply.map_or_else(|e| e.code().is_some(), |_| true),
+        Err(_) => false,
     }
 }
 

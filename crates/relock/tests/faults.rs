@@ -660,7 +660,11 @@ async fn f20_a_quiet_silent_pub_sub_connection_is_noticed_and_replaced() {
     }
     // A connection that answers its checks is kept.
     tokio::time::sleep(ms(1500)).await;
-    assert_eq!(proxy.accepted(), 2, "a live pub/sub connection was replaced");
+    assert_eq!(
+        proxy.accepted(),
+        2,
+        "a live pub/sub connection was replaced"
+    );
     // Nothing more is subscribed: only a check of the quiet connection can find it silent.
     proxy.set_cut_connection(1, true);
     let deadline = Instant::now() + Duration::from_secs(8);
