@@ -117,6 +117,8 @@ refused). If the lock is lost (Redis unreachable past the lease, or the lock rem
 command's process group gets SIGTERM, then SIGKILL after --kill-grace, and relock exits 75.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to relock are passed to the command; the lock is
 released when it exits. relock exits with the command's code (128+N if killed by signal N).
+While it waits, relock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
+when there is no --wait), then exits 69.
 
 Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
 74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.
@@ -234,6 +236,13 @@ impl Failure {
     pub fn code(&self) -> u8 {
         self.code
     }
+
+    /// `err` met talking to Redis at `target`, with a message that names where that is.
+    fn at(target: &Target, err: relock::Error) -> Self {
+        let failure = Failure::from(err);
+        let message = format!("cannot use Redis at {target}: {}", failure.message);
+        Failure::new(failure.code, message)
+    }
 }
 
 impl From<relock::Error> for Failure {
@@ -290,7 +299,7 @@ pub fn main() -> ExitCode {
 async fn dispatch(config: Config) -> Result<u8, Failure> {
     let client = connect(&config.target, config.options).await?;
     let outcome = match config.action {
-        Action::Run(plan) => run::run(&client, plan).await,
+        Action::Run(plan) => run::run(&client, &config.target, plan).await,
         Action::Status { pattern, json } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
     };
@@ -322,11 +331,7 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
             .await
         }
     };
-    client.map_err(|e| {
-        let failure = Failure::from(e);
-        let message = format!("cannot use Redis at {target}: {}", failure.message);
-        Failure::new(failure.code, message)
-    })
+    client.map_err(|e| Failure::at(target, e))
 }
 
 /// `host/pid`, shown to operators as the holder of this process's locks.

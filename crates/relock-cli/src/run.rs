@@ -14,9 +14,9 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::lock::{Guard, Lock};
-use crate::{exit, output, Failure, RunPlan};
+use crate::{exit, output, Failure, RunPlan, Target};
 
-pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
+pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Result<u8, Failure> {
     let lock = Lock::new(
         client,
         plan.want,
@@ -26,7 +26,7 @@ pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
     )?;
     let mut signals = Signals::new()?;
     let guard = tokio::select! {
-        guard = acquire(client, &lock, &plan) => guard?,
+        guard = acquire(client, target, &lock, &plan) => guard?,
         sig = signals.next() => {
             return Err(Failure::new(
                 128 + sig as u8,
@@ -53,7 +53,14 @@ pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
     }
 }
 
-async fn acquire(client: &Client, lock: &Lock, plan: &RunPlan) -> Result<Guard, Failure> {
+/// Takes the lock as `plan` says. A Redis that stays unreachable past the wait (the library
+/// retries it until then) is reported naming `target`, as when it cannot be reached at start.
+async fn acquire(
+    client: &Client,
+    target: &Target,
+    lock: &Lock,
+    plan: &RunPlan,
+) -> Result<Guard, Failure> {
     match lock.take(plan.wait).await {
         Ok(guard) => Ok(guard),
         Err(Error::Held { .. }) => {
@@ -67,6 +74,7 @@ async fn acquire(client: &Client, lock: &Lock, plan: &RunPlan) -> Result<Guard, 
             let holder = who_holds(client, &plan.name, lock.kind()).await;
             Err(Failure::new(exit::TIMEOUT, format!("{e}: {holder}")))
         }
+        Err(e) if matches!(e, Error::Redis(_)) || e.is_unavailable() => Err(Failure::at(target, e)),
         Err(e) => Err(e.into()),
     }
 }

@@ -1039,3 +1039,60 @@ fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     drop(holders);
 }
+
+/// Polls until `relock status --json` shows a client waiting for `name`.
+fn wait_until_waiting(server: &RedisServer, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lock = wait_until_held(server, name);
+        if lock["waiting_clients"].as_u64().unwrap_or(0) >= 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody ever waited for {name}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Holds the mutex `name` for a minute under a token no `relock` has.
+fn hold_by_hand(server: &RedisServer, name: &str) {
+    let key = format!("relock:{{{name}}}:mutex");
+    assert_eq!(server.cli(&["SET", &key, "t:1", "PX", "60000"]), "OK");
+}
+
+#[test]
+fn a_waiting_run_rides_out_redis_down_for_two_seconds() {
+    let mut server = RedisServer::start();
+    hold_by_hand(&server, "blip");
+    let waiter = Background {
+        child: relock(&server, &["run", "--wait", "20s", "blip", "--", "true"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        group_file: None,
+    };
+    wait_until_waiting(&server, "blip");
+    server.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    // The restarted server has no lock: the waiter takes it as soon as it reaches it.
+    server.restart();
+    let out = finish(waiter, Duration::from_secs(20));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    hold_by_hand(&server, "gone");
+    let waiter = Background {
+        child: relock(&server, &["run", "--wait", "1s", "gone", "--", "true"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        group_file: None,
+    };
+    wait_until_waiting(&server, "gone");
+    server.kill9();
+    let out = finish(waiter, Duration::from_secs(20));
+    let message = stderr(&out);
+    assert_eq!(code(&out), 69, "{message}");
+    assert!(
+        message.contains(&format!("Redis at {}", server.url())),
+        "names the URL: {message}"
+    );
+}

@@ -12,7 +12,7 @@ use crate::holds::{Holds, Registered};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
-use crate::notify::{Notifier, Source};
+use crate::notify::{Notifier, Source, Timing};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
@@ -153,10 +153,7 @@ impl Client {
         let nodes = Arc::new(nodes);
         let conn = nodes.first().clone();
         let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
-        let notifier = Notifier::spawn_all(
-            sources,
-            options.connection_timeout + options.response_timeout,
-        );
+        let notifier = Notifier::spawn_all(sources, Timing::of(&options));
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,

@@ -129,10 +129,16 @@ pub enum Error {
 
 impl Error {
     /// Whether the error means Redis could not be reached or did not answer in time, so the same
-    /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`)
-    /// and sentinels that know no master for the service right now (during a failover) count
-    /// as unavailable too.
+    /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`),
+    /// a server still loading its data after a restart (`LOADING`), a cluster that is down or
+    /// asks to try again (`CLUSTERDOWN`, `TRYAGAIN`) and sentinels that know no master for the
+    /// service right now (during a failover) count as unavailable too. Refused credentials, a
+    /// key of the wrong type and other error replies do not: trying again would not help.
+    ///
+    /// Waiters retry these errors until their wait limit (see
+    /// [`ClientOptions::outage_limit`](crate::ClientOptions::outage_limit)).
     pub fn is_unavailable(&self) -> bool {
+        use redis::ServerErrorKind as Server;
         match self {
             Error::Redis(e) => {
                 e.is_io_error()
@@ -142,7 +148,11 @@ impl Error {
                     || matches!(
                         e.kind(),
                         redis::ErrorKind::Server(
-                            redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown
+                            Server::ReadOnly
+                                | Server::MasterDown
+                                | Server::BusyLoading
+                                | Server::ClusterDown
+                                | Server::TryAgain
                         ) | redis::ErrorKind::MasterNameNotFoundBySentinel
                     )
             }

@@ -193,10 +193,11 @@ impl FairMutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves
-    /// the line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds
-    /// another Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached
-    /// after a few resends.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves the
+    /// line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds another
+    /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the
+    /// wait limit (without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
     ///
     /// # Cancel safety
     ///

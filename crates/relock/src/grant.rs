@@ -23,7 +23,7 @@ use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::observe::{self, Acquiring, Hold};
-use crate::options::{lease_millis, Lease, ReplicaAck};
+use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -137,7 +137,7 @@ async fn wait_for_grant<R: Resource>(
     let started = Instant::now();
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
-    if let Reply::Granted { fences, sent_at } = attempt.send().await? {
+    if let Reply::Granted { fences, sent_at } = attempt.send_through_outage(deadline).await? {
         return attempt.hold(fences, sent_at).await;
     }
     acquiring.found_held();
@@ -146,7 +146,7 @@ async fn wait_for_grant<R: Resource>(
     let waiters = Waiters::register(resource, resource.wake_target(&attempt.token)).await;
     let mut woken_by = None;
     loop {
-        let remaining = match attempt.send().await? {
+        let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
             Reply::Held { remaining } => remaining,
         };
@@ -246,6 +246,40 @@ fn nap(fallback: Duration, remaining: Option<Duration>) -> Duration {
     nap.max(Duration::from_millis(1))
 }
 
+/// A waiter's retries while Redis cannot be reached: pauses that double from
+/// [`RESEND_PAUSE`] up to the wake fallback, jittered, until the waiter's deadline or, without
+/// one, the client's [`outage_limit`](ClientOptions::outage_limit) after the first failure.
+struct Outage {
+    /// When to give up; `None` for a limit too far away to count.
+    until: Option<Instant>,
+    pause: Duration,
+    longest_pause: Duration,
+}
+
+impl Outage {
+    fn begin(options: &ClientOptions, deadline: Option<Instant>) -> Outage {
+        Outage {
+            until: deadline.or_else(|| Instant::now().checked_add(options.outage_limit)),
+            pause: RESEND_PAUSE,
+            longest_pause: options.wake_fallback.max(RESEND_PAUSE),
+        }
+    }
+
+    /// How long to pause before trying again, never past the end of the outage's patience:
+    /// `None` once it has ended.
+    fn next_pause(&mut self) -> Option<Duration> {
+        let left = match self.until {
+            Some(until) => until
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())?,
+            None => Duration::MAX,
+        };
+        let pause = self.pause.mul_f64(0.5 + 0.5 * jitter_fraction());
+        self.pause = (self.pause * 2).min(self.longest_pause);
+        Some(pause.min(left))
+    }
+}
+
 /// One owner token's attempts to acquire. While `armed`, a request may have been granted
 /// without the reply reaching us; dropping the attempt then releases that token in the
 /// background, which is what makes a cancelled acquire leave the lock free.
@@ -290,6 +324,28 @@ impl<'a, R: Resource> Attempt<'a, R> {
         let sent =
             invoke_resending::<Vec<i64>>(&mut self.conn, &invocation, self.resource.name()).await;
         self.interpret(&sent.reply?, sent.at)
+    }
+
+    /// [`send`](Attempt::send) for a waiter: while Redis cannot be reached, tries again until
+    /// Redis answers or the [`Outage`] ends, and then returns the last error. The attempt keeps
+    /// its token, so a grant whose reply was lost becomes the caller's (RedLock takes a new
+    /// token only after releasing the old one's partial grant).
+    async fn send_through_outage(&mut self, deadline: Option<Instant>) -> Result<Reply> {
+        let mut outage = None;
+        loop {
+            match self.send().await {
+                Err(e) if e.is_unavailable() => {
+                    let outage = outage.get_or_insert_with(|| {
+                        Outage::begin(&self.resource.shared().options, deadline)
+                    });
+                    let Some(pause) = outage.next_pause() else {
+                        return Err(e);
+                    };
+                    tokio::time::sleep(pause).await;
+                }
+                reply => return reply,
+            }
+        }
     }
 
     /// Turns the grant into a held lock, once as many replicas as the client asks for
@@ -627,5 +683,41 @@ impl<R: Resource> Drop for Held<R> {
             self.resource.shared().keeper.release(release);
             self.lease.hold().dropped();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outage_pauses_grow_to_the_wake_fallback_and_stop_at_the_limit() {
+        let fallback = Duration::from_millis(400);
+        let options = ClientOptions::default().wake_fallback(fallback);
+        let mut outage = Outage::begin(&options, None);
+        let pauses: Vec<Duration> = (0..20).map_while(|_| outage.next_pause()).collect();
+        assert_eq!(pauses.len(), 20, "30 s of patience by default");
+        assert!(pauses.iter().all(|p| *p <= fallback), "{pauses:?}");
+        assert!(
+            pauses[19] >= fallback / 2,
+            "they grew to the fallback: {pauses:?}"
+        );
+
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let mut outage = Outage::begin(&options, Some(deadline));
+        let pause = outage.next_pause().expect("before the deadline");
+        assert!(
+            pause <= Duration::from_millis(30),
+            "never past the deadline"
+        );
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(outage.next_pause(), None, "the deadline ends it");
+
+        let endless = ClientOptions::default().outage_limit(Duration::MAX);
+        let mut outage = Outage::begin(&endless, None);
+        assert!(
+            outage.next_pause().is_some(),
+            "a limit beyond counting never ends"
+        );
     }
 }

@@ -161,9 +161,10 @@ impl MultiMutex {
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when a name's key holds another Redis
-    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::WrongType`](crate::Error::WrongType) when a name's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///

@@ -125,11 +125,21 @@ impl Mutex {
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback) and never past the holder's
     /// remaining lease), then tries again.
     ///
+    /// While Redis cannot be reached (a restart, a failover, a dropped connection: the errors
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable) accepts), the caller keeps
+    /// trying with the same owner token, pausing between tries (jittered, growing up to the
+    /// wake fallback), until the wait limit; without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit) (30 s by default) after the first
+    /// failure. Errors that trying again would not cure (refused credentials, a wrong type)
+    /// return at once.
+    ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes; [`Error::WrongType`](crate::Error::WrongType) when the lock's key
-    /// holds another Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///
@@ -167,7 +177,9 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as [`Mutex::lock`].
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout` when the lock was still held;
+    /// the last [`Error::Redis`](crate::Error::Redis) when Redis was still unreachable then;
+    /// otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///

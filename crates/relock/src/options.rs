@@ -127,6 +127,7 @@ pub struct ClientOptions {
     pub(crate) prefix: String,
     pub(crate) default_lease: Lease,
     pub(crate) wake_fallback: Duration,
+    pub(crate) outage_limit: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
     pub(crate) fence_memory: Duration,
@@ -260,6 +261,7 @@ impl Default for ClientOptions {
             prefix: "relock:".to_owned(),
             default_lease: Lease::default(),
             wake_fallback: Duration::from_secs(1),
+            outage_limit: Duration::from_secs(30),
             response_timeout: Duration::from_secs(1),
             connection_timeout: Duration::from_secs(1),
             fence_memory: Duration::from_secs(60),
@@ -293,14 +295,31 @@ impl ClientOptions {
     /// The longest a waiter sleeps between attempts when no release notification arrives (it
     /// never sleeps past the holder's remaining lease either). Notifications normally wake
     /// waiters at once; this bounds the delay when one is lost, for example while the
-    /// subscription reconnects. Each sleep is jittered down to half of it. Default: 1 s.
+    /// subscription reconnects. Each sleep is jittered down to half of it. It is also how long
+    /// the subscription connection may stay quiet while anyone waits before it is pinged, and
+    /// the longest pause of a waiter retrying an unreachable Redis. Default: 1 s.
     pub fn wake_fallback(mut self, interval: Duration) -> Self {
         self.wake_fallback = interval;
         self
     }
 
-    /// How long to wait for any reply from Redis before treating the call as failed.
-    /// Default: 1 s.
+    /// How long a waiter without a wait limit (`lock()`, `acquire()`, `read()`, `write()`
+    /// without a `wait_timeout`) goes on retrying while Redis cannot be reached, from the first
+    /// failure of the outage, before it returns the last error. A waiter with a wait limit
+    /// retries until its limit instead. Zero returns the first error; `Duration::MAX` retries
+    /// for as long as it takes. Default: 30 s.
+    ///
+    /// Which errors count as Redis being unreachable:
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable). `try_lock` and the other
+    /// `try_*` calls never wait through an outage.
+    pub fn outage_limit(mut self, limit: Duration) -> Self {
+        self.outage_limit = limit;
+        self
+    }
+
+    /// How long to wait for any reply from Redis before treating the call as failed. The
+    /// subscription connection that announces releases is replaced when a reply on it takes
+    /// longer. Default: 1 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self

@@ -259,11 +259,12 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the
-    /// semaphore's total: at once, or as soon as a lowered total is seen while waiting, since
-    /// waiting could never end. [`Error::Timeout`] when the wait limit passes;
-    /// [`Error::WrongType`] when the semaphore's key holds another Redis type; [`Error::Redis`]
-    /// when Redis cannot be reached after a few resends.
+    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the semaphore's
+    /// total: at once, or as soon as a lowered total is seen while waiting, since waiting could
+    /// never end. [`Error::Timeout`] when the wait limit passes; [`Error::WrongType`] when the
+    /// semaphore's key holds another Redis type; [`Error::Redis`] when Redis stays unreachable
+    /// until the wait limit (without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
     ///
     /// # Cancel safety
     ///

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{client, client_with, ms};
 use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions};
-use relock_testkit::{RedisServer, ServerOptions};
+use relock_testkit::{Proxy, RedisServer, ServerOptions};
 
 fn fixed(lease: Duration) -> MutexOptions {
     MutexOptions::default().lease(Lease::Fixed(lease))
@@ -478,4 +478,242 @@ async fn f20_a_shutdown_redis_does_not_answer_reports_the_releases_it_gave_up() 
         .unlock()
         .await
         .expect("unlock");
+}
+
+/// Takes `server` down with `SIGKILL` for `down`, then starts it again on the same port, off
+/// the runtime's threads; returns it once it answers again.
+async fn down_for(mut server: RedisServer, down: Duration) -> RedisServer {
+    tokio::task::spawn_blocking(move || {
+        server.kill9();
+        std::thread::sleep(down);
+        server.restart();
+        server
+    })
+    .await
+    .expect("the outage's thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f22_a_waiter_rides_out_redis_down_for_two_seconds() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let holder = a.mutex("blip").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let taken = b
+            .mutex("blip")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await;
+        (taken, started.elapsed())
+    });
+    tokio::time::sleep(ms(300)).await;
+    let _server = down_for(server, Duration::from_secs(2)).await;
+    let (taken, waited) = waiter.await.expect("task");
+    let taken = taken.expect("the waiter gets the lock once Redis is back");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "not before Redis returned"
+    );
+    // The restarted server holds nothing of the holder's: the lock went to the waiter.
+    assert_eq!(holder.lost().await, Lost::Revoked);
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f22_a_waiter_rides_out_redis_paused_for_two_seconds() {
+    let server = RedisServer::start();
+    // Short reply timeouts: each send fails fast, so the few resends of one request end well
+    // inside the pause.
+    let options = || ClientOptions::default().response_timeout(ms(300));
+    let (a, b) = (
+        client_with(&server, options()).await,
+        client_with(&server, options()).await,
+    );
+    let holder = a.mutex("paused").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        b.mutex("paused")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+    });
+    tokio::time::sleep(ms(300)).await;
+    server.pause();
+    tokio::time::sleep(ms(2000)).await;
+    server.resume();
+    assert!(!waiter.is_finished(), "the waiter waited through the pause");
+    holder
+        .unlock()
+        .await
+        .expect("the holder releases after the pause");
+    let taken = waiter
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock after the pause");
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn f22_an_outage_past_the_wait_limit_reports_the_last_error_at_the_limit() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::default().outage_limit(ms(800));
+    let c = client_with(&server, options).await;
+    server.kill9();
+    let mutex = c.mutex("gone").expect("name");
+    let started = Instant::now();
+    let err = mutex
+        .lock_timeout(ms(1500))
+        .await
+        .expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(
+        err.is_unavailable(),
+        "the last error, not a timeout: {err:?}"
+    );
+    assert!(waited >= ms(1400), "retried until the limit: {waited:?}");
+    assert!(waited < Duration::from_secs(8), "then gave up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.lock().await.expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        waited >= ms(700),
+        "lock() retries for the outage limit: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(8), "then gives up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.try_lock().await.expect_err("Redis stays down");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        started.elapsed() < ms(700),
+        "try_lock does not wait through an outage"
+    );
+}
+
+/// A client of `server` through a proxy that can cut its connections one by one, and the
+/// number of its pub/sub connection, which it opens at its first wait (`warm_up`).
+async fn client_behind_proxy(
+    server: &RedisServer,
+    options: ClientOptions,
+) -> (relock::Client, Proxy) {
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into());
+    let c = relock::Client::connect_with_options(proxy.url().as_str(), options)
+        .await
+        .expect("connect through the proxy");
+    assert_eq!(proxy.accepted(), 1, "the command connection");
+    (c, proxy)
+}
+
+/// How long after `holder` releases `name` the waiting `waiter` holds it. The waiter is given
+/// `settle` to subscribe (or find it cannot) before the release.
+async fn handoff(
+    holder: &relock::Client,
+    waiter: &relock::Client,
+    name: &'static str,
+    settle: Duration,
+) -> Duration {
+    let held = holder
+        .mutex(name)
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let guard = waiter
+                .mutex(name)
+                .expect("name")
+                .lock_timeout(Duration::from_secs(30))
+                .await
+                .expect("the waiter gets the lock");
+            let at = Instant::now();
+            guard.unlock().await.expect("unlock");
+            at
+        })
+    };
+    tokio::time::sleep(settle).await;
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let taken = waiting.await.expect("task");
+    taken.saturating_duration_since(released)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f23_a_silent_pub_sub_connection_is_replaced_and_handoffs_stay_prompt() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    // A long fallback: only a release announcement hands the lock over promptly.
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let (waiter, proxy) = client_behind_proxy(&server, options).await;
+    let warm = handoff(&holder, &waiter, "warm-up", ms(500)).await;
+    assert!(warm < Duration::from_secs(2), "announced: {warm:?}");
+    assert_eq!(proxy.accepted(), 2, "the pub/sub connection opened");
+    proxy.set_cut_connection(1, true);
+    // Each new name subscribes: the first on the silent connection, which is given up after
+    // a response timeout (1 s) and replaced; the settle time covers that with room to spare.
+    for name in ["after-cut-1", "after-cut-2", "after-cut-3"] {
+        let took = handoff(&holder, &waiter, name, ms(2500)).await;
+        assert!(
+            took < Duration::from_secs(2),
+            "{name}: handed over {took:?} after the release, not on the fallback timer"
+        );
+    }
+    assert!(proxy.accepted() >= 3, "a new pub/sub connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f23_a_quiet_silent_pub_sub_connection_is_noticed_and_replaced() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let options = ClientOptions::default()
+        .wake_fallback(ms(500))
+        .response_timeout(ms(500));
+    let (waiter, proxy) = client_behind_proxy(&server, options).await;
+    let held = holder
+        .mutex("quiet")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            waiter
+                .mutex("quiet")
+                .expect("name")
+                .lock_timeout(Duration::from_secs(30))
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.accepted() < 2 {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        tokio::time::sleep(ms(20)).await;
+    }
+    // A connection that answers its checks is kept.
+    tokio::time::sleep(ms(1500)).await;
+    assert_eq!(
+        proxy.accepted(),
+        2,
+        "a live pub/sub connection was replaced"
+    );
+    // Nothing more is subscribed: only a check of the quiet connection can find it silent.
+    proxy.set_cut_connection(1, true);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while proxy.accepted() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the silent pub/sub connection was never replaced"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    held.unlock().await.expect("unlock");
+    let taken = waiting
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock");
+    taken.unlock().await.expect("unlock");
 }

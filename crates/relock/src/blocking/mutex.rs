@@ -58,9 +58,10 @@ macro_rules! mutex_type {
             ///
             /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
             /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another
-            /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached
-            /// after a few resends; [`Error::BlockingInAsync`](crate::Error::BlockingInAsync)
-            /// inside a tokio runtime.
+            /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until
+            /// the wait limit (without one, for the client's
+            /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error;
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
             ///
             /// # Examples
             ///
