@@ -22,7 +22,9 @@ if expiry and expiry > now then
   -- A retry of a grant whose reply was lost: the grant stands, with a fresh
   -- lease and a fresh fence, above every fence granted so far.
   redis.call('HSET', KEYS[1], ARGV[1], now + lease)
-  return {1, next_fence(KEYS[2], memory)}
+  -- Only the number: next_fence also returns its text, which would be a third value.
+  local fence = next_fence(KEYS[2], memory)
+  return {1, fence}
 end
 if asked > total then
   return redis.error_reply('RELOCK_TOTAL ' .. total)
