@@ -444,3 +444,18 @@ async fn f18_an_evicting_memory_policy_is_reported() {
         .expect("read");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+#[tokio::test]
+async fn f19_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
+    let server = RedisServer::start_with(ServerOptions::default().password("s3cret"));
+    let err = relock::Client::connect(server.url().as_str())
+        .await
+        .expect_err("no password");
+    assert!(err.is_auth_failure(), "{err:?}");
+    let with_it = server.url_with_auth(None, "s3cret");
+    let c = relock::Client::connect(with_it.as_str())
+        .await
+        .expect("the password");
+    let guard = c.mutex("m").expect("name").try_lock().await.expect("lock");
+    guard.unlock().await.expect("unlock");
+}
