@@ -459,3 +459,28 @@ async fn f19_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
     let guard = c.mutex("m").expect("name").try_lock().await.expect("lock");
     guard.unlock().await.expect("unlock");
 }
+
+#[tokio::test]
+async fn f20_an_unlock_refused_for_a_waiters_key_of_another_type_leaves_the_lock_held() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let guard = c
+        .mutex_with_options("jobs", fixed(ms(60_000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let held = server.cli(&["GET", "relock:{jobs}:mutex"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-waiters", "not a zset"]);
+    let err = guard.unlock().await.expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex"]),
+        held,
+        "an unlock that failed released nothing"
+    );
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex-waiters"]),
+        "not a zset"
+    );
+}

@@ -52,6 +52,8 @@ if not held then
   end
   return 0
 end
-redis.call('DEL', KEYS[1])
+-- Wake first: a waiters key of another type fails the script here, before the
+-- lock is freed, so an error never reports a release that happened.
 wake_next()
+redis.call('DEL', KEYS[1])
 return 1
