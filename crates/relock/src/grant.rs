@@ -387,7 +387,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
-                .watch(Arc::clone(&lease), r.renewals(&self.token));
+                .watch(Arc::clone(&lease), r.renewals(&self.token), sent_at);
         }
         Held {
             resource: Arc::clone(r),

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, ms};
-use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions};
+use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions, MIN_LEASE};
 use relock_testkit::{RedisServer, ServerOptions};
 
 fn fixed(lease: Duration) -> MutexOptions {
@@ -483,4 +483,28 @@ async fn f20_an_unlock_refused_for_a_waiters_key_of_another_type_leaves_the_lock
         server.cli(&["GET", "relock:{jobs}:mutex-waiters"]),
         "not a zset"
     );
+}
+
+#[tokio::test]
+async fn f21_the_shortest_renewed_leases_are_kept_while_their_guards_live() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let mut guards = Vec::new();
+    for i in 0..5 {
+        let mutex = c
+            .mutex_with_options(format!("short-{i}"), renewed(MIN_LEASE))
+            .expect("name");
+        guards.push(mutex.lock().await.expect("lock"));
+    }
+    // Some 45 renewals of each lease.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for (i, guard) in guards.iter().enumerate() {
+            assert!(guard.is_held(), "lease {i} of {MIN_LEASE:?} was lost");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    for guard in guards {
+        guard.unlock().await.expect("held throughout");
+    }
 }
