@@ -461,7 +461,7 @@ async fn f19_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
 }
 
 #[tokio::test]
-async fn f20_an_unlock_refused_for_a_waiters_key_of_another_type_leaves_the_lock_held() {
+async fn f20_an_unlock_refused_for_waiters_keys_of_another_type_leaves_the_lock_held() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let guard = c
@@ -472,6 +472,7 @@ async fn f20_an_unlock_refused_for_a_waiters_key_of_another_type_leaves_the_lock
         .expect("lock");
     let held = server.cli(&["GET", "relock:{jobs}:mutex"]);
     server.cli(&["SET", "relock:{jobs}:mutex-waiters", "not a zset"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-line", "not a zset"]);
     let err = guard.unlock().await.expect_err("a string");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     assert_eq!(
