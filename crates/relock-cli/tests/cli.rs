@@ -444,6 +444,10 @@ fn a_missing_password_exits_77_and_the_password_lets_the_run_through() {
         &["--redis", url.as_str(), "run", "x", "--", "true"],
     );
     assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), RedisServer::start().url()].join(",");
+    let refused = output(&server, &["--redlock", &masters, "run", "x", "--", "true"]);
+    assert_eq!(code(&refused), 77, "{}", stderr(&refused));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
@@ -258,7 +258,7 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
 /// accepts the connection and refuses its commands; found here, that is a clear
 /// authentication failure (`NOAUTH`) instead of whatever the first lock script runs into
 /// (a long script from an unauthenticated client is cut off as a protocol error).
-async fn check_access(conn: &mut ConnectionManager) -> Result<()> {
+pub(crate) async fn check_access(conn: &mut impl ConnectionLike) -> Result<()> {
     redis::cmd("PING").query_async::<()>(conn).await?;
     Ok(())
 }

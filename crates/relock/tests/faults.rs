@@ -458,6 +458,15 @@ async fn f19_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
         .expect("the password");
     let guard = c.mutex("m").expect("name").try_lock().await.expect("lock");
     guard.unlock().await.expect("unlock");
+    // RedLock: one master asking for a password is enough, even with another one down.
+    let mut down = RedisServer::start();
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), down.url()];
+    down.kill9();
+    let err = relock::Client::connect_redlock(masters)
+        .await
+        .expect_err("no password for one master");
+    assert!(err.is_auth_failure(), "{err:?}");
 }
 
 #[tokio::test]
