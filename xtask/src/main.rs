@@ -78,10 +78,14 @@ fn clippy(selection: &[&str]) -> Result<(), String> {
     cargo(&args, &[])
 }
 
+/// The `cargo` that runs this task (`CARGO`), or the one on the path.
+pub(crate) fn cargo_command() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(cargo)
+    let status = cargo_command()
         .args(args)
         .envs(envs.iter().copied())
         .status()

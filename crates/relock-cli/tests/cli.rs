@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use relock_testkit::RedisServer;
+use relock_testkit::{RedisServer, ServerOptions};
 
 const RELOCK: &str = env!("CARGO_BIN_EXE_relock");
 
@@ -431,6 +431,23 @@ fn exit_codes_for_usage_reachability_and_the_command() {
         .expect("help");
     assert_eq!(code(&help), 0);
     assert!(String::from_utf8_lossy(&help.stdout).contains("Examples:"));
+}
+
+#[test]
+fn a_missing_password_exits_77_and_the_password_lets_the_run_through() {
+    let server = RedisServer::start_with(ServerOptions::default().password("s3cret"));
+    let refused = output(&server, &["run", "x", "--", "true"]);
+    assert_eq!(code(&refused), 77, "{}", stderr(&refused));
+    let url = server.url_with_auth(None, "s3cret");
+    let allowed = output(
+        &server,
+        &["--redis", url.as_str(), "run", "x", "--", "true"],
+    );
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), RedisServer::start().url()].join(",");
+    let refused = output(&server, &["--redlock", &masters, "run", "x", "--", "true"]);
+    assert_eq!(code(&refused), 77, "{}", stderr(&refused));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
@@ -79,7 +79,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
-    /// reached or refuses the credentials.
+    /// reached; also when Redis refuses the credentials or requires a password the URL lacks,
+    /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart.
     ///
     /// # Cancel safety
     ///
@@ -133,8 +134,9 @@ impl Client {
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
             .set_number_of_retries(1);
-        let conn = Conn::Single(ConnectionManager::new_with_config(redis.clone(), config).await?);
-        Client::assemble(conn, Source::Single(redis), options)
+        let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
+        check_access(&mut manager).await?;
+        Client::assemble(Conn::Single(manager), Source::Single(redis), options)
     }
 
     /// A client over a connection made for some deployment, with its notification source;
@@ -334,6 +336,15 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
 ) -> Result<redis::Client> {
     options.validate()?;
     Ok(options.open(target.into_connection_info()?)?)
+}
+
+/// Sends one `PING` on a new connection. A server that requires a password the URL lacks
+/// accepts the connection and refuses its commands; found here, that is a clear
+/// authentication failure (`NOAUTH`) instead of whatever the first lock script runs into
+/// (a long script from an unauthenticated client is cut off as a protocol error).
+pub(crate) async fn check_access(conn: &mut impl ConnectionLike) -> Result<()> {
+    redis::cmd("PING").query_async::<()>(conn).await?;
+    Ok(())
 }
 
 impl Shared {

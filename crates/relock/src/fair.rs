@@ -29,9 +29,9 @@ static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
 /// hand-off costs two script calls however many wait. [`try_lock`](FairMutex::try_lock) takes
 /// the lock only when it is free and nobody waits for it.
 ///
-/// Use it where waiters must not starve, or where the order of turns matters. Where it does
-/// not, [`Mutex`](crate::Mutex) is cheaper: its waiters need no place in a line and no
-/// refreshing of it.
+/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also wakes the waiter
+/// that has waited longest and lets none starve, but promises no order: a request that finds
+/// its lock free (and not kept for a woken waiter) takes it, whoever waits.
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///

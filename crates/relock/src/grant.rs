@@ -457,7 +457,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
-                .watch(Arc::clone(&lease), r.renewals(&self.token));
+                .watch(Arc::clone(&lease), r.renewals(&self.token), sent_at);
         }
         Ok(Held {
             resource: Arc::clone(r),
@@ -613,7 +613,8 @@ impl<R: Resource> Held<R> {
 
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while
     /// the validity deadline has not passed, an earlier send released it: nobody else can have
-    /// taken a lock that was still validly ours.
+    /// taken a lock that was still validly ours, short of a forced removal in between, which
+    /// this cannot tell from it without a trace of every release (`docs/faults.md`).
     pub(crate) async fn unlock(self) -> Result<()> {
         let lease = Arc::clone(&self.lease);
         observe::release(&lease, self.release()).await

@@ -62,6 +62,8 @@ pub(crate) struct Renewal {
 struct Watched {
     lease: Arc<LeaseState>,
     renewals: Vec<Renewal>,
+    /// When the grant's request was sent: the lease's validity counts from there.
+    granted_at: Instant,
 }
 
 enum Command {
@@ -93,11 +95,19 @@ impl Keeper {
         Keeper { commands }
     }
 
-    /// Renews this lease every third of its length until it is forgotten or lost.
-    pub(crate) fn watch(&self, lease: Arc<LeaseState>, renewals: Vec<Renewal>) {
-        let _ = self
-            .commands
-            .send(Command::Watch(Watched { lease, renewals }));
+    /// Renews this lease every third of its length, the first time a third after
+    /// `granted_at` (when the grant's request was sent), until it is forgotten or lost.
+    pub(crate) fn watch(
+        &self,
+        lease: Arc<LeaseState>,
+        renewals: Vec<Renewal>,
+        granted_at: Instant,
+    ) {
+        let _ = self.commands.send(Command::Watch(Watched {
+            lease,
+            renewals,
+            granted_at,
+        }));
     }
 
     /// Stops renewing a lease.
@@ -331,7 +341,9 @@ async fn sleep_until_due(due: Option<Instant>) {
 impl Renewals {
     fn watch(&mut self, watched: Watched) {
         let id = watched.lease.id();
-        let due = Instant::now() + watched.lease.lease() / 3;
+        // From the send, as the validity deadline: timed from the reply instead, the renewal
+        // would come a round trip later than the lease allows for.
+        let due = watched.granted_at + watched.lease.lease() / 3;
         self.schedule.insert((due, id));
         self.entries.insert(
             id,

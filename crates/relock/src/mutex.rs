@@ -17,6 +17,12 @@ use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::token::{Fence, OwnerToken};
 
+/// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
+/// to reach it and its attempt to come back on a loaded machine. A task that asks in that
+/// time (the releaser asking again, a waiter on its timer) waits its turn instead of taking
+/// the lock first; a woken waiter that does not come loses the lock to anyone after it.
+const HANDOFF_MS: u64 = 200;
+
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis.
 ///
@@ -68,6 +74,10 @@ struct Inner {
     lock_key: Vec<u8>,
     fence_key: Vec<u8>,
     waiters_key: Vec<u8>,
+    /// The waiters in the order they first waited, beside their places in `waiters_key`.
+    line_key: Vec<u8>,
+    /// The waiter a release woke, while the lock is kept for it.
+    handoff_key: Vec<u8>,
     wake_channel: Vec<u8>,
     /// How long a refused attempt's place among the waiters lasts, in ms; 0 for no place (a
     /// single try, or RedLock, whose masters keep no places).
@@ -91,6 +101,8 @@ impl Mutex {
             lock_key: keys.key("mutex"),
             fence_key: keys.fence_key(),
             waiters_key: keys.key("mutex-waiters"),
+            line_key: keys.key("mutex-line"),
+            handoff_key: keys.key("mutex-handoff"),
             wake_channel: keys.wake_channel(),
             place_ms,
             lease,
@@ -207,8 +219,9 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs;
-    /// otherwise as [`Mutex::lock`].
+    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs,
+    /// or when a release just woke a waiter and the lock is kept for it (at most 200 ms, the
+    /// time given); otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -263,6 +276,8 @@ impl Inner {
             .key(self.lock_key.as_slice())
             .key(self.fence_key.as_slice())
             .key(self.waiters_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.handoff_key.as_slice())
             .arg(token.as_str())
             .arg(self.lease_ms)
             .arg(self.fence_memory_ms())
@@ -319,9 +334,12 @@ impl Resource for Inner {
         invocation
             .key(self.lock_key.as_slice())
             .key(self.waiters_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.handoff_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(self.announcement(token));
+            .arg(self.announcement(token))
+            .arg(HANDOFF_MS);
         invocation
     }
 

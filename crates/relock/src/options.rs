@@ -8,8 +8,15 @@ use rustls::pki_types::CertificateDer;
 use crate::error::{Error, Result};
 use crate::keys::validate_prefix;
 
-/// The shortest lease accepted.
-pub const MIN_LEASE: Duration = Duration::from_millis(10);
+/// The shortest lease accepted: 200 ms.
+///
+/// A renewed lease is renewed every third of it, timed from when its grant (or last renewal)
+/// was sent, and it stays valid for the lease less the drift allowance from that send: each
+/// renewal has about two thirds of the lease to go out and come back. At 200 ms that is some
+/// 130 ms, room for the scheduling delays of a loaded machine (the renewal task, the network
+/// and Redis each waiting for a core); at 10 ms it was a few milliseconds, and such leases were
+/// lost within seconds. A fixed lease has the same floor, so that every lease can be renewed.
+pub const MIN_LEASE: Duration = Duration::from_millis(200);
 
 /// The longest lease accepted: 365 days.
 pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -609,9 +616,10 @@ mod tests {
 
     #[test]
     fn leases_round_up_to_milliseconds_and_are_bounded() {
-        assert_eq!(lease_millis(Duration::from_micros(10_500)).ok(), Some(11));
+        assert_eq!(lease_millis(Duration::from_micros(200_500)).ok(), Some(201));
         assert!(lease_millis(Duration::ZERO).is_err());
-        assert!(lease_millis(Duration::from_millis(9)).is_err());
+        assert!(lease_millis(MIN_LEASE - Duration::from_millis(1)).is_err());
+        assert!(lease_millis(MIN_LEASE).is_ok());
         assert!(lease_millis(MAX_LEASE).is_ok());
         assert!(lease_millis(MAX_LEASE + Duration::from_millis(1)).is_err());
         assert!(lease_millis(Duration::MAX).is_err());

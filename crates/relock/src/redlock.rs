@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{IntoConnectionInfo, ScriptInvocation};
 use tokio::time::Instant;
 
-use crate::client::{addresses, Client};
+use crate::client::{addresses, check_access, Client};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::grant::{release_in_background, Reply, Resource};
@@ -65,8 +65,10 @@ impl Client {
     ///
     /// The masters must be independent: not replicas of each other, not nodes of one cluster.
     /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
-    /// Connections are opened in the background, so a master that is down when the client is
-    /// built costs its vote and nothing else. Only [`Mutex`](crate::Mutex) is offered: the
+    /// Each master is sent one `PING` when the client is built, waiting at most the
+    /// [`node_timeout`](ClientOptions::node_timeout): a master that refuses the credentials
+    /// fails the connect, and one that is down costs that wait and its vote, nothing else; its
+    /// connection is opened again in the background. Only [`Mutex`](crate::Mutex) is offered: the
     /// other primitives and the inspection calls return [`Error::Unsupported`].
     ///
     /// Each request goes to every master at once and waits at most
@@ -87,7 +89,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
     /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
-    /// [`Error::Redis`] for a malformed URL.
+    /// [`Error::Redis`] for a malformed URL, or when a master refuses the credentials or
+    /// requires a password the URL lacks ([`Error::is_auth_failure`]).
     ///
     /// # Cancel safety
     ///
@@ -123,6 +126,7 @@ impl Client {
             nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
             sources.push(Source::Single(redis));
         }
+        check_masters_access(&nodes, options.node_timeout).await?;
         let Some(quorum) = Quorum::of(nodes, options.node_timeout) else {
             return Err(Error::InvalidOption {
                 option: "masters",
@@ -176,6 +180,27 @@ fn lazy_connection(
         redis.clone(),
         config,
     )?)
+}
+
+/// Sends one `PING` to every master at once, each given the node timeout: a master that
+/// refuses the credentials (or requires a password the URL lacks) fails the connect, as on
+/// one server; one that is down or silent costs that wait and its vote, nothing else.
+async fn check_masters_access(nodes: &[Conn], node_timeout: Duration) -> Result<()> {
+    let mut checks = tokio::task::JoinSet::new();
+    for conn in nodes {
+        let mut conn = conn.clone();
+        checks.spawn(
+            async move { tokio::time::timeout(node_timeout, check_access(&mut conn)).await },
+        );
+    }
+    while let Some(checked) = checks.join_next().await {
+        if let Ok(Ok(Err(refused))) = checked {
+            if refused.is_auth_failure() {
+                return Err(refused);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One acquire on every master: granted when a majority granted within the lease, the fence

@@ -856,6 +856,7 @@ mod tests {
         assert!(ttl > 60_000 && ttl <= 70_000, "lease + fence memory: {ttl}");
         // The same grant again (a lost reply): still one grant of 2, with a higher fence.
         let retried = acquire(&mut c, "a:2", 2, 3).await.expect("acquire");
+        assert_eq!(retried.len(), 2, "granted, and one fence: {retried:?}");
         assert_eq!(retried[0], 1);
         assert!(retried[1] > first[1]);
         assert_eq!(server.cli(&["HLEN", HASH]), "2", "the total and one grant");

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, ms};
-use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions};
+use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions, MIN_LEASE};
 use relock_testkit::{Proxy, RedisServer, ServerOptions};
 
 fn fixed(lease: Duration) -> MutexOptions {
@@ -716,4 +716,78 @@ async fn f23_a_quiet_silent_pub_sub_connection_is_noticed_and_replaced() {
         .expect("task")
         .expect("the waiter gets the lock");
     taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn f24_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
+    let server = RedisServer::start_with(ServerOptions::default().password("s3cret"));
+    let err = relock::Client::connect(server.url().as_str())
+        .await
+        .expect_err("no password");
+    assert!(err.is_auth_failure(), "{err:?}");
+    let with_it = server.url_with_auth(None, "s3cret");
+    let c = relock::Client::connect(with_it.as_str())
+        .await
+        .expect("the password");
+    let guard = c.mutex("m").expect("name").try_lock().await.expect("lock");
+    guard.unlock().await.expect("unlock");
+    // RedLock: one master asking for a password is enough, even with another one down.
+    let mut down = RedisServer::start();
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), down.url()];
+    down.kill9();
+    let err = relock::Client::connect_redlock(masters)
+        .await
+        .expect_err("no password for one master");
+    assert!(err.is_auth_failure(), "{err:?}");
+}
+
+#[tokio::test]
+async fn f25_an_unlock_refused_for_waiters_keys_of_another_type_leaves_the_lock_held() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let guard = c
+        .mutex_with_options("jobs", fixed(ms(60_000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let held = server.cli(&["GET", "relock:{jobs}:mutex"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-waiters", "not a zset"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-line", "not a zset"]);
+    let err = guard.unlock().await.expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex"]),
+        held,
+        "an unlock that failed released nothing"
+    );
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex-waiters"]),
+        "not a zset"
+    );
+}
+
+#[tokio::test]
+async fn f26_the_shortest_renewed_leases_are_kept_while_their_guards_live() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let mut guards = Vec::new();
+    for i in 0..5 {
+        let mutex = c
+            .mutex_with_options(format!("short-{i}"), renewed(MIN_LEASE))
+            .expect("name");
+        guards.push(mutex.lock().await.expect("lock"));
+    }
+    // Some 45 renewals of each lease.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for (i, guard) in guards.iter().enumerate() {
+            assert!(guard.is_held(), "lease {i} of {MIN_LEASE:?} was lost");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    for guard in guards {
+        guard.unlock().await.expect("held throughout");
+    }
 }

@@ -252,8 +252,13 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     let node_timeout = ms(400);
     let client = redlock(urls(&servers), options().node_timeout(node_timeout)).await;
     let mutex = client.mutex("paused").expect("name");
-    // Warm every master's script cache and connection first.
+    // Warm every master's script cache and connection first, and let every master carry out
+    // the warm-up's release: the release returns once a majority released, and a master
+    // still releasing (its first call of the script is reloaded after NOSCRIPT) refuses the
+    // next acquire. Two such masters and the paused one leave no majority until the paused
+    // master's node timeout: contention, not what this test measures.
     cycle(&mutex).await;
+    released_everywhere(&servers, "paused");
     servers[4].pause();
     // A majority answers without the paused master: it costs nothing.
     let mut slowest = Duration::ZERO;
@@ -275,10 +280,23 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     servers[4].resume();
     println!("refusal that needed the paused master: {waited:?}");
     assert!(matches!(refused, Err(Error::Held { .. })), "{refused:?}");
+    // One node timeout, not two; the rest is slack for a loaded machine.
     assert!(
-        waited >= node_timeout && waited < node_timeout + ms(300),
+        waited >= node_timeout && waited < node_timeout * 2,
         "{waited:?}"
     );
+}
+
+/// Waits until no master holds the mutex `name`, for at most 10 s.
+fn released_everywhere(servers: &[RedisServer], name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while servers
+        .iter()
+        .any(|server| server.cli(&["EXISTS", &lock_key(name)]) != "0")
+    {
+        assert!(Instant::now() < deadline, "{name} is still held somewhere");
+        std::thread::sleep(ms(5));
+    }
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, eventually, ms};
-use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions};
+use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions, MIN_LEASE};
 use relock_testkit::RedisServer;
 
 /// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
@@ -553,7 +553,7 @@ async fn fences_increase_across_writers_and_reader_groups() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let lock = c
-        .rwlock_with_options("fenced", fixed(ms(100)))
+        .rwlock_with_options("fenced", fixed(MIN_LEASE))
         .expect("name");
     let (a, b) = (holder(&c), holder(&c));
     let mut last = 0;
@@ -566,7 +566,7 @@ async fn fences_increase_across_writers_and_reader_groups() {
             let _ = r1.unlock().await;
             if i % 30 == 0 {
                 // Let the other hold's lease run out instead.
-                tokio::time::sleep(ms(120)).await;
+                tokio::time::sleep(MIN_LEASE + ms(20)).await;
                 drop(r2);
             } else {
                 let _ = r2.unlock().await;

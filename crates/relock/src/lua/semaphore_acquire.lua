@@ -23,7 +23,9 @@ if expiry and expiry > now then
   -- lease (never a shorter one) and a fresh fence, above every fence granted
   -- so far.
   lengthen(KEYS[1], ARGV[1], now + lease)
-  return {1, next_fence(KEYS[2], memory)}
+  -- Only the number: next_fence also returns its text, which would be a third value.
+  local fence = next_fence(KEYS[2], memory)
+  return {1, fence}
 end
 if asked > total then
   return redis.error_reply('RELOCK_TOTAL ' .. total)
