@@ -2,6 +2,7 @@
 //! owners, each hold with its own lease.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -739,6 +740,50 @@ macro_rules! guard_methods {
             /// See [`RwLock`].
             pub async fn unlock(self) -> Result<()> {
                 self.held.unlock().await
+            }
+
+            /// Gives this hold back, but not before `at`, as
+            /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than):
+            /// when `at` is still ahead, the hold is left to end by itself at `at` instead of being
+            /// given back now; otherwise this is [`unlock`](Self::unlock).
+            ///
+            /// # Errors
+            ///
+            /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+            ///
+            /// # Cancel safety
+            ///
+            /// Not cancel safe: if the future is dropped before Redis answered, the hold is given
+            /// back in the background at once, as for a dropped guard.
+            ///
+            /// # Examples
+            ///
+            /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+            pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+                self.held.unlock_no_earlier_than(at).await
+            }
+
+            /// Runs `work` while the hold is held, then gives it back, as
+            /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+            /// the hold is lost.
+            ///
+            /// # Errors
+            ///
+            /// As [`MutexGuard::using`](crate::MutexGuard::using).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+            ///
+            /// # Examples
+            ///
+            /// See [`MutexGuard::using`](crate::MutexGuard::using).
+            pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+            where
+                F: FnOnce(Fence) -> Fut,
+                Fut: Future<Output = T>,
+            {
+                self.held.using(work).await
             }
         }
 

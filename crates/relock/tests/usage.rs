@@ -1,0 +1,238 @@
+//! The common cases in a few lines, against a real redis-server: the cron leader with
+//! `optional()`, work run under a lock with `using`, a release kept until a point in time,
+//! and a client made from the service's own `redis::Client`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, ms};
+use relock::{Client, ClientOptions, Error, Lease, MutexOptions, Optional, SemaphoreOptions};
+use relock_testkit::RedisServer;
+
+/// How long a test waits for something that should take milliseconds, on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn optional_turns_a_busy_lock_into_none_and_passes_other_errors_on() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let leader = a.mutex("cron:report").expect("name");
+    let follower = b.mutex("cron:report").expect("name");
+    let guard = leader
+        .try_lock()
+        .await
+        .optional()
+        .expect("no error")
+        .expect("free at first");
+    assert!(follower
+        .try_lock()
+        .await
+        .optional()
+        .expect("no error")
+        .is_none());
+    let waited = follower.lock_timeout(ms(100)).await.optional();
+    assert!(waited.expect("a timeout is busy too").is_none());
+    guard.unlock().await.expect("unlock");
+    let next = follower.try_lock().await.optional().expect("no error");
+    assert!(next.is_some(), "free after the release");
+
+    let wrong = b.mutex("cron:wrong").expect("name");
+    server.cli(&["HSET", "relock:{cron:wrong}:mutex", "f", "v"]);
+    assert!(matches!(
+        wrong.try_lock().await.optional(),
+        Err(Error::WrongType { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_client_made_from_a_redis_client_locks_the_same_names() {
+    let server = RedisServer::start();
+    let redis = redis::Client::open(server.url().as_str()).expect("url");
+    let from_redis = Client::from_redis(&redis, ClientOptions::default())
+        .await
+        .expect("connect");
+    let by_url = client(&server).await;
+    let guard = from_redis
+        .mutex("shared")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let rival = by_url.mutex("shared").expect("name").try_lock().await;
+    assert!(matches!(rival, Err(Error::Held { .. })), "{rival:?}");
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn using_returns_the_work_s_value_and_releases_the_lock() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let mutex = c.mutex("ledger").expect("name");
+    let (fence, held_inside) = mutex
+        .using(|fence| {
+            let mutex = mutex.clone();
+            async move { (fence, mutex.try_lock().await.optional()) }
+        })
+        .await
+        .expect("ran under the lock");
+    assert!(
+        held_inside.expect("no error").is_none(),
+        "the lock is held while the work runs"
+    );
+    let after = mutex.try_lock().await.expect("released after the work");
+    assert!(after.fence() > fence);
+    after.unlock().await.expect("unlock");
+
+    let permits = c.semaphore("pool", 1).expect("name");
+    let got = permits
+        .using(|_| async { permits.available().await })
+        .await
+        .expect("ran under a permit");
+    assert_eq!(got.expect("available"), 0);
+    assert_eq!(permits.available().await.expect("available"), 1);
+}
+
+#[tokio::test]
+async fn using_stops_the_work_when_the_lock_is_lost() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let options = MutexOptions::default().lease(Lease::Fixed(ms(300)));
+    let mutex = c.mutex_with_options("short", options).expect("name");
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        PATIENCE,
+        mutex.using(|_| {
+            let finished = Arc::clone(&finished);
+            async move {
+                tokio::time::sleep(PATIENCE * 2).await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        }),
+    )
+    .await
+    .expect("stopped well before the work's end");
+    assert!(matches!(outcome, Err(Error::NotHeld { .. })), "{outcome:?}");
+    assert!(!finished.load(Ordering::SeqCst), "the work was dropped");
+    assert!(started.elapsed() >= ms(250), "not before the lease ran out");
+
+    let renewed = MutexOptions::default().lease(Lease::Renewed(ms(600)));
+    let mutex = c.mutex_with_options("taken", renewed).expect("name");
+    let guard = mutex.lock().await.expect("lock");
+    server.cli(&["DEL", "relock:{taken}:mutex"]);
+    let stopped = tokio::time::timeout(PATIENCE, guard.using(|_| std::future::pending::<()>()))
+        .await
+        .expect("renewal notices the deleted key within a lease");
+    assert!(matches!(stopped, Err(Error::NotHeld { .. })), "{stopped:?}");
+}
+
+#[tokio::test]
+async fn unlock_no_earlier_than_keeps_the_lock_until_then() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let mutex = a.mutex("cron:dedup").expect("name");
+    let rival = b.mutex("cron:dedup").expect("name");
+    let guard = mutex.lock().await.expect("lock");
+    let at = Instant::now() + Duration::from_secs(2);
+    guard.unlock_no_earlier_than(at).await.expect("kept");
+    match rival.try_lock().await {
+        Err(Error::Held {
+            remaining: Some(left),
+            ..
+        }) => assert!(
+            left <= Duration::from_secs(2) && left > ms(500),
+            "the key ends at `at`, not with the 30 s lease: {left:?}"
+        ),
+        other => panic!("expected Held until `at`, got {other:?}"),
+    }
+    let next = rival.lock_timeout(PATIENCE).await.expect("free after `at`");
+    assert!(Instant::now() >= at, "free only from `at` on");
+    next.unlock_no_earlier_than(Instant::now() - ms(1))
+        .await
+        .expect("a past point is a plain unlock");
+    let again = mutex.try_lock().await.expect("freed at once");
+    again.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn unlock_no_earlier_than_leaves_another_owner_s_lock_alone() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let options = MutexOptions::default().lease(Lease::Fixed(ms(200)));
+    let stale = a
+        .mutex_with_options("taken-over", options)
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    tokio::time::sleep(ms(400)).await;
+    let owner = b
+        .mutex_with_options(
+            "taken-over",
+            MutexOptions::default().lease(Lease::Fixed(ms(3000))),
+        )
+        .expect("name")
+        .try_lock()
+        .await
+        .expect("free after the stale lease");
+    let kept = stale
+        .unlock_no_earlier_than(Instant::now() + Duration::from_secs(60))
+        .await;
+    assert!(matches!(kept, Err(Error::NotHeld { .. })), "{kept:?}");
+    let pttl: i64 = server
+        .cli(&["PTTL", "relock:{taken-over}:mutex"])
+        .trim()
+        .parse()
+        .expect("pttl");
+    assert!(
+        (1..=3000).contains(&pttl),
+        "the owner's lease is untouched: {pttl}"
+    );
+    owner.unlock().await.expect("the owner still holds it");
+}
+
+#[tokio::test]
+async fn a_permit_and_a_write_hold_can_be_kept_until_a_point_too() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let semaphore = c
+        .semaphore_with_options("exports", 1, SemaphoreOptions::default())
+        .expect("name");
+    let permit = semaphore.acquire().await.expect("permit");
+    let at = Instant::now() + Duration::from_secs(1);
+    permit.release_no_earlier_than(at).await.expect("kept");
+    assert!(semaphore
+        .try_acquire()
+        .await
+        .optional()
+        .expect("no error")
+        .is_none());
+    let next = semaphore
+        .acquire_timeout(PATIENCE)
+        .await
+        .expect("after `at`");
+    assert!(Instant::now() >= at);
+    next.release().await.expect("release");
+
+    let rwlock = c.rwlock("catalog").expect("name");
+    let holder = c.holder().expect("holder");
+    let write = rwlock.write(&holder).await.expect("write");
+    let at = Instant::now() + Duration::from_secs(1);
+    write.unlock_no_earlier_than(at).await.expect("kept");
+    let reader = c.holder().expect("holder");
+    assert!(rwlock
+        .try_read(&reader)
+        .await
+        .optional()
+        .expect("no error")
+        .is_none());
+    let read = rwlock
+        .read_timeout(&reader, PATIENCE)
+        .await
+        .expect("after `at`");
+    assert!(Instant::now() >= at);
+    read.unlock().await.expect("unlock");
+}
