@@ -2,7 +2,7 @@
 //! command is written once: take it (waiting or not), read its fence, watch for its loss,
 //! release it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use relock::{
     Client, FairMutex, FairMutexGuard, Fence, Holder, Lease, LockKind, Lost, Mutex, MutexGuard,
@@ -170,14 +170,24 @@ impl Guard {
         each!(self, g => g.lost().await)
     }
 
-    /// Releases the lock.
-    pub(crate) async fn unlock(self) -> relock::Result<()> {
+    /// Releases the lock, but not before `at` when there is one: until then it stays held
+    /// and ends by itself.
+    pub(crate) async fn unlock(self, at: Option<Instant>) -> relock::Result<()> {
+        let Some(at) = at else {
+            return match self {
+                Guard::Permit(p) => p.release().await,
+                Guard::Mutex(g) => g.unlock().await,
+                Guard::Read(g) => g.unlock().await,
+                Guard::Write(g) => g.unlock().await,
+                Guard::Fair(g) => g.unlock().await,
+            };
+        };
         match self {
-            Guard::Permit(p) => p.release().await,
-            Guard::Mutex(g) => g.unlock().await,
-            Guard::Read(g) => g.unlock().await,
-            Guard::Write(g) => g.unlock().await,
-            Guard::Fair(g) => g.unlock().await,
+            Guard::Permit(p) => p.release_no_earlier_than(at).await,
+            Guard::Mutex(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Read(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Write(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Fair(g) => g.unlock_no_earlier_than(at).await,
         }
     }
 }

@@ -400,7 +400,7 @@ fn sigterm_to_relock_reaches_the_command_and_the_lock_is_released() {
 fn exit_codes_for_usage_reachability_and_the_command() {
     let server = RedisServer::start();
     let cases: [(&[&str], i32); 6] = [
-        (&["run", "x", "--lease", "30", "--", "true"], 64),
+        (&["run", "x", "--lease", "30x", "--", "true"], 64),
         (&["run", "x"], 64),
         (&["run", "x", "--", "/nonexistent/command"], 127),
         (&["run", "x", "--", "sh", "-c", "exit 7"], 7),
@@ -1038,4 +1038,156 @@ fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
         .expect("run relock");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     drop(holders);
+}
+
+#[test]
+fn short_flags_skip_a_busy_lock_quietly_with_the_chosen_code() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "cron", "sleep", "30"]);
+    wait_until_held(&server, "cron");
+    let quiet = output(&server, &["run", "-n", "-q", "-E", "3", "cron", "true"]);
+    assert_eq!(code(&quiet), 3, "{}", stderr(&quiet));
+    assert_eq!(stderr(&quiet), "", "-q prints nothing for a busy lock");
+    let timed_out = output(&server, &["run", "-w", "0.3", "-E", "0", "cron", "true"]);
+    assert_eq!(code(&timed_out), 0, "-E replaces the timeout's code too");
+    assert!(
+        stderr(&timed_out).contains("gave up waiting"),
+        "{}",
+        stderr(&timed_out)
+    );
+    let unreachable = output(
+        &server,
+        &[
+            "--redis",
+            "redis://127.0.0.1:1",
+            "run",
+            "-q",
+            "-n",
+            "x",
+            "true",
+        ],
+    );
+    assert_eq!(code(&unreachable), 69);
+    assert!(
+        !stderr(&unreachable).is_empty(),
+        "-q hides only a busy lock"
+    );
+}
+
+#[test]
+fn a_command_needs_no_double_dash() {
+    let server = RedisServer::start();
+    let out = output(&server, &["run", "plain", "sh", "-c", "echo $RELOCK_FENCE"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fence: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the command ran with its fence");
+    assert!(fence > 0);
+    let shared = output(&server, &["run", "-s", "-w", "1", "plain", "true"]);
+    assert_eq!(code(&shared), 0, "{}", stderr(&shared));
+}
+
+#[test]
+fn verbose_says_who_holds_the_lock_while_waiting() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "long", "sleep", "30"]);
+    let held = wait_until_held(&server, "long");
+    let holder = held["holder"].as_str().expect("holder label");
+    let out = output(&server, &["run", "-v", "-w", "2.5", "long", "true"]);
+    assert_eq!(code(&out), 74, "{}", stderr(&out));
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|line| line.starts_with("relock: waited"))
+        .map(str::to_owned)
+        .collect();
+    assert!(!progress.is_empty(), "{}", stderr(&out));
+    assert!(
+        progress[0].contains(holder) && progress[0].contains("waiting"),
+        "{progress:?}"
+    );
+    let quiet = output(&server, &["run", "-w", "1.5", "long", "true"]);
+    assert!(!stderr(&quiet).contains("relock: waited"), "only with -v");
+}
+
+#[test]
+fn hold_at_least_keeps_the_lock_after_a_quick_command() {
+    let server = RedisServer::start();
+    let started = Instant::now();
+    let first = output(&server, &["run", "--hold-at-least", "3s", "daily", "true"]);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let skipped = output(&server, &["run", "-n", "daily", "true"]);
+    assert_eq!(code(&skipped), 73, "still held: {}", stderr(&skipped));
+    let listed = wait_until_held(&server, "daily");
+    let left = listed["remaining_ms"].as_u64().expect("an expiry");
+    assert!(left <= 3000, "ends at the hold, not with the lease: {left}");
+    let later = output(&server, &["run", "-w", "20", "daily", "true"]);
+    assert_eq!(code(&later), 0, "{}", stderr(&later));
+    assert!(started.elapsed() >= Duration::from_secs(3), "not before");
+}
+
+/// Spawns `relock hold NAME` with its standard input and output piped, and reads the fence
+/// it prints.
+fn hold(server: &RedisServer, name: &str) -> (Child, u64) {
+    use std::io::BufRead;
+    let mut child = relock(server, &["hold", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the fence");
+    let fence = line.trim().parse().expect("a fence on a line of its own");
+    (child, fence)
+}
+
+/// Waits for `child` to exit, killing it after `limit`.
+fn exit_within(mut child: Child, limit: Duration) -> i32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code().expect("exited normally");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("relock hold did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hold_prints_the_fence_and_releases_when_stdin_closes_or_on_sigterm() {
+    let server = RedisServer::start();
+    let (mut child, fence) = hold(&server, "deploy");
+    let listed = wait_until_held(&server, "deploy");
+    assert_eq!(listed["fence"].as_u64(), Some(fence));
+    let busy = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&busy), 73, "held while stdin is open");
+    drop(child.stdin.take());
+    assert_eq!(exit_within(child, Duration::from_secs(10)), 0);
+    let free = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&free), 0, "released: {}", stderr(&free));
+
+    let (child, second) = hold(&server, "deploy");
+    assert!(second > fence);
+    nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signal");
+    assert_eq!(exit_within(child, Duration::from_secs(10)), 0);
+    let free = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&free), 0, "released on SIGTERM: {}", stderr(&free));
+}
+
+#[test]
+fn a_malformed_url_says_what_is_expected() {
+    let server = RedisServer::start();
+    let out = output(&server, &["--redis", "http://db:6379", "status"]);
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("expected redis://host:port"),
+        "{}",
+        stderr(&out)
+    );
 }
