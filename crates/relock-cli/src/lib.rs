@@ -159,7 +159,8 @@ holder's host/pid (a read-write lock's holder id; a semaphore records none). HEL
 holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
 the holds. WAITING counts the clients (usually processes) waiting for a release, and the
 waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's
-writers waiting first.
+writers waiting first. With --json, a failure is reported on standard error as one JSON
+object too: {\"error\": \"...\", \"exit_code\": N}.
 
 Examples:
   relock status
@@ -297,6 +298,20 @@ impl Failure {
     pub fn code(&self) -> u8 {
         self.code
     }
+
+    /// Prints the message on standard error: a line of text, or for a command asked for
+    /// JSON, one JSON object `{"error": message, "exit_code": code}`.
+    fn print(&self, json: bool) {
+        let Some(message) = &self.message else {
+            return;
+        };
+        if json {
+            let error = serde_json::json!({ "error": message, "exit_code": self.code });
+            eprintln!("{error}");
+        } else {
+            eprintln!("relock: {message}");
+        }
+    }
 }
 
 impl From<relock::Error> for Failure {
@@ -341,12 +356,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::SOFTWARE);
         }
     };
+    let json = matches!(config.action, Action::Status { json: true, .. });
     match runtime.block_on(dispatch(config)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            if let Some(message) = &failure.message {
-                eprintln!("relock: {message}");
-            }
+            failure.print(json);
             ExitCode::from(failure.code)
         }
     }

@@ -1191,3 +1191,24 @@ fn a_malformed_url_says_what_is_expected() {
         stderr(&out)
     );
 }
+
+#[test]
+fn status_json_reports_a_failure_as_json() {
+    let server = RedisServer::start();
+    let out = output(
+        &server,
+        &["--redis", "redis://127.0.0.1:1", "status", "--json"],
+    );
+    assert_eq!(code(&out), 69);
+    let error: serde_json::Value =
+        serde_json::from_str(stderr(&out).trim()).expect("stderr is one JSON object");
+    assert_eq!(error["exit_code"], 69);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("127.0.0.1:1")),
+        "{error}"
+    );
+    let text = output(&server, &["--redis", "redis://127.0.0.1:1", "status"]);
+    assert!(stderr(&text).starts_with("relock: "), "text without --json");
+}
