@@ -114,14 +114,14 @@ impl Lock {
                 Wait::Forever => s.acquire_many(*n).await?,
             }),
             Lock::Read(l, h) => Guard::Read(match wait {
-                Wait::No => l.try_read(h).await?,
-                Wait::AtMost(limit) => l.read_timeout(h, limit).await?,
-                Wait::Forever => l.read(h).await?,
+                Wait::No => l.try_read_as(h).await?,
+                Wait::AtMost(limit) => l.read_timeout_as(h, limit).await?,
+                Wait::Forever => l.read_as(h).await?,
             }),
             Lock::Write(l, h) => Guard::Write(match wait {
-                Wait::No => l.try_write(h).await?,
-                Wait::AtMost(limit) => l.write_timeout(h, limit).await?,
-                Wait::Forever => l.write(h).await?,
+                Wait::No => l.try_write_as(h).await?,
+                Wait::AtMost(limit) => l.write_timeout_as(h, limit).await?,
+                Wait::Forever => l.write_as(h).await?,
             }),
             Lock::Fair(f) => Guard::Fair(match wait {
                 Wait::No => f.try_lock().await?,

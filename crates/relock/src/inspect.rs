@@ -280,8 +280,8 @@ impl Client {
     ///
     /// let lock = client.rwlock("catalog")?;
     /// let (alice, bob) = (client.holder_named("alice")?, client.holder_named("bob")?);
-    /// let a = lock.read(&alice).await?;
-    /// let b = lock.read(&bob).await?;
+    /// let a = lock.read_as(&alice).await?;
+    /// let b = lock.read_as(&bob).await?;
     /// let held = client.locks_named("catalog").await?;
     /// assert_eq!(held[0].kind, LockKind::RwLock);
     /// assert_eq!(held[0].holders, ["alice", "bob"]);

@@ -55,7 +55,7 @@ pub struct Holder {
 }
 
 impl Holder {
-    fn new(client_id: &str, id: &str) -> Holder {
+    pub(crate) fn new(client_id: &str, id: &str) -> Holder {
         Holder {
             owner: format!("{client_id}:{id}").into(),
             id_at: client_id.len() + 1,

@@ -147,20 +147,58 @@ async fn a_permit_and_a_write_hold_can_be_kept_until_a_point_too() {
 
     let rwlock = c.rwlock("catalog").expect("name");
     let holder = c.holder().expect("holder");
-    let write = rwlock.write(&holder).await.expect("write");
+    let write = rwlock.write_as(&holder).await.expect("write");
     let at = Instant::now() + Duration::from_secs(1);
     write.unlock_no_earlier_than(at).await.expect("kept");
     let reader = c.holder().expect("holder");
     assert!(rwlock
-        .try_read(&reader)
+        .try_read_as(&reader)
         .await
         .optional()
         .expect("no error")
         .is_none());
     let read = rwlock
-        .read_timeout(&reader, PATIENCE)
+        .read_timeout_as(&reader, PATIENCE)
         .await
         .expect("after `at`");
     assert!(Instant::now() >= at);
     read.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn rwlock_reads_and_writes_need_no_holder_and_are_not_reentrant() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let lock = c.rwlock("catalog").expect("name");
+    let (first, second) = (
+        lock.read().await.expect("read"),
+        lock.read().await.expect("readers share"),
+    );
+    assert!(lock
+        .try_write()
+        .await
+        .optional()
+        .expect("no error")
+        .is_none());
+    let own = lock.write_timeout(ms(200)).await;
+    assert!(
+        matches!(own, Err(Error::Timeout { .. })),
+        "a second call is another owner, which waits for the reads: {own:?}"
+    );
+    first.unlock().await.expect("unlock");
+    second.unlock().await.expect("unlock");
+    let write = lock.write().await.expect("write");
+    assert!(lock
+        .try_read()
+        .await
+        .optional()
+        .expect("no error")
+        .is_none());
+    write.unlock().await.expect("unlock");
+    lock.read_timeout(PATIENCE)
+        .await
+        .expect("free again")
+        .unlock()
+        .await
+        .expect("unlock");
 }
