@@ -155,7 +155,7 @@ Examples:
 const STATUS_HELP: &str = "\
 PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
 Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOLDER is the
-holder's host/pid (a read-write lock's holder id; a semaphore records none). HELD is the
+holder's host/pid (a read-write lock's holder id), every grant's for a semaphore. HELD is the
 holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
 the holds. WAITING counts the clients (usually processes) waiting for a release, and the
 waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's

@@ -18,7 +18,10 @@ pub(crate) fn print(text: &str) {
 /// ends in 29.5s)`.
 pub(crate) fn describe(info: &LockInfo) -> String {
     let who = match (info.kind, info.holders.as_slice()) {
-        (LockKind::Semaphore, _) => plural(info.holds, "grant"),
+        (LockKind::Semaphore, []) => plural(info.holds, "grant"),
+        (LockKind::Semaphore, holders) => {
+            format!("{} of {}", plural(info.holds, "grant"), holders.join(", "))
+        }
         (_, []) if info.holds > 1 => plural(info.holds, "unlabelled holder"),
         (_, []) => "an unlabelled holder".to_owned(),
         (_, holders) => holders.join(", "),

@@ -638,7 +638,8 @@ impl Resource for Request {
             .arg(self.permits)
             .arg(s.lease_ms)
             .arg(s.fence_memory_ms)
-            .arg(s.permits);
+            .arg(s.permits)
+            .arg(self.shared().options.holder_label.as_str());
         invocation
     }
 
@@ -892,6 +893,7 @@ mod tests {
             .arg(10_000)
             .arg(60_000)
             .arg(total)
+            .arg("")
             .invoke_async(c)
             .await
     }

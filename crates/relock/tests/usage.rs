@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, ms};
-use relock::{Client, ClientOptions, Error, Optional, SemaphoreOptions};
+use relock::{Client, ClientOptions, Error, LockKind, Optional, SemaphoreOptions};
 use relock_testkit::RedisServer;
 
 /// How long a test waits for something that should take milliseconds, on a loaded machine.
@@ -201,4 +201,80 @@ async fn rwlock_reads_and_writes_need_no_holder_and_are_not_reentrant() {
         .unlock()
         .await
         .expect("unlock");
+}
+
+#[tokio::test]
+async fn permit_holders_are_listed_and_their_labels_go_with_their_grants() {
+    let server = RedisServer::start();
+    let labelled = |label: &str| ClientOptions::default().holder_label(label);
+    let a = common::client_with(&server, labelled("worker-a")).await;
+    let b = common::client_with(&server, labelled("worker-b")).await;
+    let unlabelled = client(&server).await;
+    let fields = || server.cli(&["HGETALL", "relock:{pool}:sem"]);
+    let listed = || async {
+        let locks = a.locks_named("pool").await.expect("status");
+        locks
+            .into_iter()
+            .find(|info| info.kind == LockKind::Semaphore)
+            .expect("held")
+    };
+    let first = a
+        .semaphore("pool", 3)
+        .expect("name")
+        .acquire()
+        .await
+        .expect("permit");
+    let second = b
+        .semaphore("pool", 3)
+        .expect("name")
+        .acquire()
+        .await
+        .expect("permit");
+    let third = unlabelled
+        .semaphore("pool", 3)
+        .expect("name")
+        .acquire()
+        .await
+        .expect("permit");
+    let listed_now = listed().await;
+    assert_eq!(listed_now.holds, 3);
+    let mut holders = listed_now.holders.clone();
+    holders.sort();
+    assert_eq!(holders, ["worker-a", "worker-b"], "{listed_now:?}");
+    assert_eq!(listed_now.holder, None, "two holders");
+    first.release().await.expect("release");
+    assert!(!fields().contains("worker-a"), "{}", fields());
+    let listed_now = listed().await;
+    assert_eq!(listed_now.holders, ["worker-b"]);
+    assert_eq!(listed_now.holder.as_deref(), Some("worker-b"));
+    second.release().await.expect("release");
+    third.release().await.expect("release");
+    assert!(
+        !fields().contains("l:"),
+        "no label outlives its grant: {}",
+        fields()
+    );
+
+    let short = SemaphoreOptions::default().lease(relock::Lease::Fixed(ms(200)));
+    let expiring = b
+        .semaphore_with_options("pool", 3, short)
+        .expect("name")
+        .acquire()
+        .await
+        .expect("permit");
+    assert!(fields().contains("worker-b"), "{}", fields());
+    tokio::time::sleep(ms(400)).await;
+    let next = a
+        .semaphore("pool", 3)
+        .expect("name")
+        .acquire()
+        .await
+        .expect("permit");
+    assert!(
+        !fields().contains("worker-b"),
+        "an ended grant's label goes with it: {}",
+        fields()
+    );
+    drop(expiring);
+    next.release().await.expect("release");
 }
