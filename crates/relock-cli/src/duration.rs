@@ -115,24 +115,25 @@ impl Number<'_> {
     /// The number of milliseconds this many units of `per_unit` ms make, when whole.
     fn millis(&self, per_unit: u128) -> Result<u128, &'static str> {
         const TOO_LONG: &str = "longer than 10 years";
-        let too_fine = "finer than a millisecond";
-        if self.whole.len() > 20 || self.fraction.len() > 9 {
-            return Err(if self.whole.len() > 20 {
-                TOO_LONG
-            } else {
-                too_fine
-            });
+        const TOO_FINE: &str = "finer than a millisecond";
+        if self.whole.len() > 20 {
+            return Err(TOO_LONG);
         }
         let whole: u128 = self.whole.parse().map_err(|_| TOO_LONG)?;
         let ms = whole.checked_mul(per_unit).ok_or(TOO_LONG)?;
         if self.fraction.is_empty() {
             return Ok(ms);
         }
-        let scale = 10u128.pow(u32::try_from(self.fraction.len()).map_err(|_| too_fine)?);
-        let fraction: u128 = self.fraction.parse().map_err(|_| too_fine)?;
+        // More than 9 decimals are refused as finer than a millisecond.
+        let decimals = u32::try_from(self.fraction.len())
+            .ok()
+            .filter(|&d| d <= 9)
+            .ok_or(TOO_FINE)?;
+        let fraction: u128 = self.fraction.parse().map_err(|_| TOO_FINE)?;
         let scaled = fraction * per_unit;
-        if scaled % scale != 0 {
-            return Err(too_fine);
+        let scale = 10u128.pow(decimals);
+        if !scaled.is_multiple_of(scale) {
+            return Err(TOO_FINE);
         }
         ms.checked_add(scaled / scale).ok_or(TOO_LONG)
     }
