@@ -115,7 +115,8 @@ const RUN_HELP: &str = "\
 The lock is a mutex unless one of --semaphore, --read, --write or --fair says otherwise; each
 kind has its own keys, so a mutex and a semaphore of one name do not exclude each other. A
 semaphore's total is stored in Redis by the first run that finds none, and that stored total
-rules for every run until it expires; give every run of a name the same N.
+rules for every run until it expires; give every run of a name the same N (a run whose N
+differs prints a warning once it holds its permits).
 
 The lock's lease is renewed while the command runs. The command gets RELOCK_NAME and
 RELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be

@@ -100,6 +100,22 @@ impl Lock {
         }
     }
 
+    /// For a semaphore whose total stored in Redis is not the one this run asked for: what to
+    /// warn about, since the stored total rules and the runs do not agree on it.
+    pub(crate) async fn total_mismatch(&self, want: Want) -> Option<String> {
+        let (Lock::Semaphore(semaphore, _), Want::Semaphore { total, .. }) = (self, want) else {
+            return None;
+        };
+        let stored = semaphore.permits().await.ok()?;
+        (stored != total).then(|| {
+            format!(
+                "semaphore {:?} has a stored total of {stored} permits, not the {total} asked \
+                 for; the stored total rules (give every run of a name the same --semaphore N)",
+                semaphore.name()
+            )
+        })
+    }
+
     /// Takes the lock.
     pub(crate) async fn take(&self, wait: Wait) -> relock::Result<Guard> {
         Ok(match self {

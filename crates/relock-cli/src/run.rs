@@ -113,6 +113,9 @@ async fn take(client: &Client, plan: &LockPlan, signals: &mut Signals) -> Result
             ));
         }
     };
+    if let Some(warning) = lock.total_mismatch(plan.want).await {
+        eprintln!("relock: warning: {warning}");
+    }
     let keep_until = plan
         .hold_at_least
         .and_then(|at_least| Instant::now().checked_add(at_least));

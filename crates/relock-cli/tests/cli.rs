@@ -1219,3 +1219,20 @@ fn status_json_reports_a_failure_as_json() {
     let text = output(&server, &["--redis", "redis://127.0.0.1:1", "status"]);
     assert!(stderr(&text).starts_with("relock: "), "text without --json");
 }
+
+#[test]
+fn a_semaphore_run_whose_total_differs_from_the_stored_one_is_warned() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "--semaphore", "3", "pool", "sleep", "30"]);
+    wait_until_held(&server, "pool");
+    let differing = output(&server, &["run", "-n", "--semaphore", "5", "pool", "true"]);
+    assert_eq!(code(&differing), 0, "{}", stderr(&differing));
+    assert!(
+        stderr(&differing).contains("stored total of 3 permits, not the 5"),
+        "{}",
+        stderr(&differing)
+    );
+    let agreeing = output(&server, &["run", "-n", "--semaphore", "3", "pool", "true"]);
+    assert_eq!(code(&agreeing), 0, "{}", stderr(&agreeing));
+    assert_eq!(stderr(&agreeing), "", "no warning when the totals agree");
+}
