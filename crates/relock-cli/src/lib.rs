@@ -3,8 +3,10 @@
 //! the `relock` library.
 //!
 //! ```text
-//! relock run NAME [--semaphore N [--permits K] | --read | --write | --fair]
-//!                  [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
+//! relock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
+//!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
+//!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
+//! relock hold NAME [the same lock flags as run]
 //! relock status [PATTERN] [--json]
 //! relock unlock NAME --force
 //! ```
