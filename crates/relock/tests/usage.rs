@@ -278,3 +278,17 @@ async fn permit_holders_are_listed_and_their_labels_go_with_their_grants() {
     drop(expiring);
     next.release().await.expect("release");
 }
+
+#[test]
+fn a_blocking_guard_can_be_kept_until_a_point_too() {
+    let server = RedisServer::start();
+    let client = relock::blocking::Client::connect(server.url().as_str()).expect("connect");
+    let mutex = client.mutex("cron:blocking").expect("name");
+    let at = Instant::now() + Duration::from_secs(1);
+    let guard = mutex.lock().expect("lock");
+    guard.unlock_no_earlier_than(at).expect("kept");
+    assert!(mutex.try_lock().optional().expect("no error").is_none());
+    let next = mutex.lock_timeout(PATIENCE).expect("free after `at`");
+    assert!(Instant::now() >= at, "free only from `at` on");
+    next.unlock().expect("unlock");
+}
