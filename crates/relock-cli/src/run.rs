@@ -149,28 +149,26 @@ async fn acquire(client: &Client, lock: &Lock, plan: &LockPlan) -> Result<Guard,
     Err(Failure::new(code, message))
 }
 
-/// Says on standard error, every few seconds, who holds the lock and how long this run has
-/// waited; never ends.
+/// Says on standard error, every few seconds, who holds the lock, how many wait and how long
+/// this run has waited; never ends.
 async fn progress(client: &Client, lock: &Lock, name: &str) -> std::convert::Infallible {
     let started = Instant::now();
     let mut next = started + FIRST_PROGRESS;
     loop {
         tokio::time::sleep_until(next.into()).await;
-        let waiting = waiting_clients(client, name, lock.kind()).await;
-        let holder = who_holds(client, name, lock.kind()).await;
+        let state = match find(client, name, lock.kind()).await {
+            Some(info) => format!(
+                "{}; {} waiting",
+                output::describe(&info),
+                info.waiting_clients
+            ),
+            None => format!("{} {name:?}, which is being released", lock.kind()),
+        };
         eprintln!(
-            "relock: waited {} for {holder}; {waiting}",
+            "relock: waited {} for {state}",
             output::human(started.elapsed())
         );
         next += PROGRESS_EVERY;
-    }
-}
-
-/// How many clients wait for the lock of `kind` under `name`, for progress lines.
-async fn waiting_clients(client: &Client, name: &str, kind: LockKind) -> String {
-    match find(client, name, kind).await {
-        Some(info) => format!("{} waiting", info.waiting_clients),
-        None => "it is being released".to_owned(),
     }
 }
 
