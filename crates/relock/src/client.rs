@@ -70,7 +70,8 @@ impl Client {
     /// Connects with default options.
     ///
     /// Accepts what the `redis` crate accepts: a URL such as `redis://127.0.0.1:6379/`,
-    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`.
+    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`, and a
+    /// [`redis::ConnectionInfo`]. From a [`redis::Client`], use [`Client::from_redis`].
     ///
     /// # Panics
     ///
@@ -137,6 +138,44 @@ impl Client {
         let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
         check_access(&mut manager).await?;
         Client::assemble(Conn::Single(manager), Source::Single(redis), options)
+    }
+
+    /// Connects to the server an existing [`redis::Client`] is configured for, so that a
+    /// service that already talks to Redis configures it once. The address, database,
+    /// credentials and TLS settings are taken from it; relock opens connections of its own
+    /// (its lock commands and its release notifications must not queue behind the service's
+    /// commands), with `options`' timeouts.
+    ///
+    /// To start from a [`redis::ConnectionInfo`], pass it to [`Client::connect_with_options`]:
+    /// it is accepted wherever a URL is.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect_with_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// let redis = redis::Client::open(url.as_str())?; // the service's own client
+    /// let locks = relock::Client::from_redis(&redis, relock::ClientOptions::default()).await?;
+    /// locks.mutex("migrations")?.lock().await?.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_redis(redis: &redis::Client, options: ClientOptions) -> Result<Client> {
+        Client::connect_with_options(redis.get_connection_info().clone(), options).await
     }
 
     /// A client over a connection made for some deployment, with its notification source;

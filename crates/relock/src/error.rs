@@ -10,6 +10,9 @@ use std::time::Duration;
 ///
 /// # Examples
 ///
+/// Most callers need no `match`: `?` passes errors on, and [`Optional::optional`] turns "held
+/// by another owner" into `None`. Match where the details matter:
+///
 /// ```no_run
 /// # async fn demo(mutex: relock::Mutex) -> Result<(), relock::Error> {
 /// match mutex.try_lock().await {
@@ -128,6 +131,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the lock was not taken because another owner held it: [`Error::Held`] from a
+    /// `try_*` call, or [`Error::Timeout`] from a wait that ran out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: relock::Mutex) -> Result<(), relock::Error> {
+    /// if let Err(e) = mutex.try_lock().await {
+    ///     assert!(e.is_held(), "only a busy lock is expected here: {e}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_held(&self) -> bool {
+        matches!(self, Error::Held { .. } | Error::Timeout { .. })
+    }
+
     /// Whether the error means Redis could not be reached or did not answer in time, so the same
     /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`),
     /// a server still loading its data after a restart (`LOADING`), a cluster that is down or
@@ -291,3 +311,50 @@ impl From<redis::RedisError> for Error {
 
 /// The result type of relock's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns "held by another owner" into `None`, so that the common "do it unless another
+/// instance does" takes no `match` on error variants.
+///
+/// The same shape as the `optional()` many database crates offer for "no row": the other
+/// errors still come out as errors. Implemented for every `Result` of relock.
+///
+/// # Examples
+///
+/// The cron leader: one instance runs the job, the others skip it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), relock::Error> {
+/// # let server = relock_testkit::RedisServer::start();
+/// # let client = relock::Client::connect(server.url().as_str()).await?;
+/// use relock::Optional;
+///
+/// let mutex = client.mutex("cron:cleanup")?;
+/// let Some(guard) = mutex.try_lock().await.optional()? else {
+///     return Ok(()); // another instance runs it
+/// };
+/// // ... the job ...
+/// assert!(mutex.try_lock().await.optional()?.is_none());
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub trait Optional<T> {
+    /// `Ok(Some(value))` for a value, `Ok(None)` when [`Error::is_held`] (the lock was held by
+    /// another owner, or a wait for it ran out), and the error otherwise.
+    ///
+    /// # Errors
+    ///
+    /// Every error but [`Error::Held`] and [`Error::Timeout`], unchanged.
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> Optional<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if e.is_held() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}

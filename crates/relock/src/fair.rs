@@ -1,6 +1,7 @@
 //! The fair mutex: one holder at a time per name, and waiters served in order of arrival.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -300,6 +301,29 @@ impl FairMutex {
         let held = grant::try_acquire(&self.trying).await?;
         Ok(FairMutexGuard { held })
     }
+
+    /// Waits for the lock as [`lock`](FairMutex::lock) does, runs `work` while it is held,
+    /// and gives it back: [`FairMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`FairMutex::lock`] while waiting, then as [`FairMutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairMutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and gives the lock back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
+    }
 }
 
 impl fmt::Debug for FairMutex {
@@ -524,6 +548,50 @@ impl FairMutexGuard {
     /// See [`FairMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases the lock, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the lock is left to end by itself at `at` instead of being given back now;
+    /// otherwise this is [`unlock`](FairMutexGuard::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the lock is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the lock is held, then releases it, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the lock is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases it in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

@@ -23,7 +23,7 @@ use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::observe::{self, Acquiring, Hold};
-use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck};
+use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck, MIN_LEASE};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -650,6 +650,45 @@ impl<R: Resource> Held<R> {
                 Err(self.not_held())
             }
         }
+    }
+
+    /// Runs `work` with the grant's fence while the grant is held, then releases it. When the
+    /// grant is lost first, `work` is dropped where it stands and the grant released in the
+    /// background.
+    pub(crate) async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let finished = tokio::select! {
+            value = work(self.fence()) => Some(value),
+            _ = self.lost() => None,
+        };
+        match finished {
+            Some(value) => self.unlock().await.map(|()| value),
+            None => Err(self.not_held()),
+        }
+    }
+
+    /// Releases so that the lock is not free before `at`: when `at` is still ahead, the
+    /// grant's lease is set to end at `at` (owner-checked, as an extension) and renewal stops,
+    /// instead of deleting it; otherwise a plain [`unlock`](Held::unlock).
+    pub(crate) async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        let left = at.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return self.unlock().await;
+        }
+        let lease = Arc::clone(&self.lease);
+        observe::release(&lease, self.keep_for(left.max(MIN_LEASE))).await
+    }
+
+    async fn keep_for(mut self, left: Duration) -> Result<()> {
+        self.stop_renewing();
+        let kept = self.send_extend(left).await;
+        // Whatever the answer, no release may follow, neither the drop's nor a shutdown's:
+        // it would free the lock before `left` ends. Unanswered, the lock ends with its lease.
+        self.end_hold();
+        kept
     }
 
     /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold

@@ -33,7 +33,7 @@ mod token;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
-pub use error::{Error, Result};
+pub use error::{Error, Optional, Result};
 pub use fair::{FairMutex, FairMutexGuard};
 pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;

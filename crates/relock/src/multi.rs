@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -254,6 +255,29 @@ impl MultiMutex {
     pub async fn try_lock(&self) -> Result<MultiMutexGuard> {
         let held = grant::try_acquire(&self.inner).await?;
         Ok(MultiMutexGuard { held })
+    }
+
+    /// Waits for every name as [`lock`](MultiMutex::lock) does, runs `work` while it is held,
+    /// and gives it back: [`MultiMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiMutex::lock`] while waiting, then as [`MultiMutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`MultiMutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and gives every name back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
     }
 }
 
@@ -522,6 +546,50 @@ impl MultiMutexGuard {
     /// See [`MultiMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases every name, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the names are left to end by themselves at `at` instead of being given
+    /// back now; otherwise this is [`unlock`](MultiMutexGuard::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the names is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the set of names is held, then releases them, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the set of names is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases them in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

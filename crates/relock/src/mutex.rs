@@ -1,6 +1,7 @@
 //! The distributed mutex: one holder at a time per name.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -247,6 +248,42 @@ impl Mutex {
     pub async fn try_lock(&self) -> Result<MutexGuard> {
         let held = grant::try_acquire(&self.trying).await?;
         Ok(MutexGuard { held })
+    }
+
+    /// Waits for the lock as [`lock`](Mutex::lock) does, runs `work` while it is held, and
+    /// releases it: [`MutexGuard::using`] in one call. `work` gets the grant's fence; it is
+    /// stopped (its future dropped) if the lock is lost first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mutex::lock`] while waiting, then as [`MutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Mutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and releases the lock in the background.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// let winners = client
+    ///     .mutex("lottery")?
+    ///     .using(|fence| async move { vec![format!("ticket 7 (fence {fence})")] })
+    ///     .await?;
+    /// assert_eq!(winners.len(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
     }
 }
 
@@ -510,6 +547,95 @@ impl MutexGuard {
     /// See [`Mutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is left to
+    /// end by itself at `at` (its lease is set to end then, only if it is still ours) instead
+    /// of being freed now, and renewal stops. For work that must not run again soon after it
+    /// ran, such as a cron job whose instances start a few seconds apart: an instance that
+    /// starts after the job ended finds the lock still held. When `at` has passed, this is
+    /// [`unlock`](MutexGuard::unlock).
+    ///
+    /// The lock is free again no earlier than `at` (by the local clock; up to
+    /// [`MIN_LEASE`](crate::MIN_LEASE) later), and no later than the end of `at` or of the
+    /// current lease, whichever is later.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
+    /// taken; [`Error::InvalidOption`](crate::Error::InvalidOption) when `at` is more than
+    /// [`MAX_LEASE`](crate::MAX_LEASE) away; [`Error::Redis`](crate::Error::Redis) when Redis
+    /// cannot be reached. On an error the lock is not released: it ends with its lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
+    /// in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// use std::time::{Duration, Instant};
+    /// use relock::Optional;
+    ///
+    /// let mutex = client.mutex("cron:invoices")?;
+    /// if let Some(guard) = mutex.try_lock().await.optional()? {
+    ///     let started = Instant::now();
+    ///     // ... the job, quicker than the instances' start times differ ...
+    ///     guard.unlock_no_earlier_than(started + Duration::from_secs(60)).await?;
+    /// }
+    /// assert!(mutex.try_lock().await.optional()?.is_none(), "a late instance skips it");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the lock is held, then releases it: `work` gets the grant's fence,
+    /// and its value is returned once the release confirmed that the lock was held throughout.
+    /// When the lock is lost first, `work` is stopped (its future dropped at its current
+    /// `.await`) and [`Error::NotHeld`](crate::Error::NotHeld) returned.
+    ///
+    /// Stopping happens only at an `.await`: a `work` that blocks the thread, or that has
+    /// already sent a write, is not undone. Pass the fence to what you write to where that
+    /// matters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran
+    /// (stopped) or before its release (`work` ran to the end, partly unprotected);
+    /// [`Error::Redis`](crate::Error::Redis) when the release could not reach Redis (the lock
+    /// then ends with its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases the lock in the background, as for a
+    /// dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// let guard = client.mutex("ledger")?.lock().await?;
+    /// let written = guard.using(|fence| async move { format!("entry under {fence}") }).await?;
+    /// assert!(written.starts_with("entry under"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

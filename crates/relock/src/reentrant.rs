@@ -1,6 +1,7 @@
 //! The reentrant mutex, and the explicit owners ([`Holder`]) that reentrant locks are held by.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ pub struct Holder {
 }
 
 impl Holder {
-    fn new(client_id: &str, id: &str) -> Holder {
+    pub(crate) fn new(client_id: &str, id: &str) -> Holder {
         Holder {
             owner: format!("{client_id}:{id}").into(),
             id_at: client_id.len() + 1,
@@ -606,6 +607,29 @@ impl ReentrantMutexGuard {
     /// See [`ReentrantMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Runs `work` while the hold is held, then gives it back, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the hold is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

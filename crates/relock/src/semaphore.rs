@@ -1,6 +1,7 @@
 //! The distributed semaphore: up to a total of permits per name, each grant with its own lease.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -363,6 +364,29 @@ impl Semaphore {
         self.try_acquire_many(1).await
     }
 
+    /// Waits for one permit as [`acquire`](Semaphore::acquire) does, runs `work` while it is held,
+    /// and gives it back: [`SemaphorePermit::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`] while waiting, then as [`SemaphorePermit::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Semaphore::acquire`] while waiting; afterwards dropping the future drops
+    /// `work` and gives one permit back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.acquire().await?.using(work).await
+    }
+
     /// Tries once to take `n` permits at once, without waiting.
     ///
     /// # Errors
@@ -615,7 +639,8 @@ impl Resource for Request {
             .arg(self.permits)
             .arg(s.lease_ms)
             .arg(s.fence_memory_ms)
-            .arg(s.permits);
+            .arg(s.permits)
+            .arg(self.shared().options.holder_label.as_str());
         invocation
     }
 
@@ -783,6 +808,50 @@ impl SemaphorePermit {
     pub async fn release(self) -> Result<()> {
         self.held.unlock().await
     }
+
+    /// Gives the permits back, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the permits are left to end by themselves at `at` instead of being
+    /// given back now; otherwise this is [`release`](SemaphorePermit::release).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the permits is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn release_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the grant of permits is held, then gives the permits back, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the grant of permits is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and gives the permits back in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
+    }
 }
 
 impl fmt::Debug for SemaphorePermit {
@@ -830,6 +899,7 @@ mod tests {
             .arg(10_000)
             .arg(60_000)
             .arg(total)
+            .arg("")
             .invoke_async(c)
             .await
     }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, ms};
@@ -790,4 +792,75 @@ async fn f26_the_shortest_renewed_leases_are_kept_while_their_guards_live() {
     for guard in guards {
         guard.unlock().await.expect("held throughout");
     }
+}
+
+#[tokio::test]
+async fn f27_keeping_a_lock_whose_lease_ended_is_not_held_and_spares_the_new_owner() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let options = fixed(ms(200));
+    let stale = a
+        .mutex_with_options("taken-over", options)
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    tokio::time::sleep(ms(400)).await;
+    let owner = b
+        .mutex_with_options("taken-over", fixed(ms(3000)))
+        .expect("name")
+        .try_lock()
+        .await
+        .expect("free after the stale lease");
+    let kept = stale
+        .unlock_no_earlier_than(Instant::now() + Duration::from_secs(60))
+        .await;
+    assert!(matches!(kept, Err(Error::NotHeld { .. })), "{kept:?}");
+    let pttl: i64 = server
+        .cli(&["PTTL", "relock:{taken-over}:mutex"])
+        .trim()
+        .parse()
+        .expect("pttl");
+    assert!(
+        (1..=3000).contains(&pttl),
+        "the owner's lease is untouched: {pttl}"
+    );
+    owner.unlock().await.expect("the owner still holds it");
+}
+
+#[tokio::test]
+async fn f28_work_under_using_is_stopped_when_the_lock_is_lost() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let options = fixed(ms(300));
+    let mutex = c.mutex_with_options("short", options).expect("name");
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        mutex.using(|_| {
+            let finished = Arc::clone(&finished);
+            async move {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        }),
+    )
+    .await
+    .expect("stopped well before the work's end");
+    assert!(matches!(outcome, Err(Error::NotHeld { .. })), "{outcome:?}");
+    assert!(!finished.load(Ordering::SeqCst), "the work was dropped");
+    assert!(started.elapsed() >= ms(250), "not before the lease ran out");
+
+    let renewed = renewed(ms(600));
+    let mutex = c.mutex_with_options("taken", renewed).expect("name");
+    let guard = mutex.lock().await.expect("lock");
+    server.cli(&["DEL", "relock:{taken}:mutex"]);
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(10),
+        guard.using(|_| std::future::pending::<()>()),
+    )
+    .await
+    .expect("renewal notices the deleted key within a lease");
+    assert!(matches!(stopped, Err(Error::NotHeld { .. })), "{stopped:?}");
 }

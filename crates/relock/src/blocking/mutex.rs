@@ -198,6 +198,37 @@ macro_rules! mutex_type {
             pub fn unlock(self) -> $crate::Result<()> {
                 self.held.release()
             }
+
+            /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is
+            /// left to end by itself at `at`, as
+            #[doc = concat!("[`relock::", stringify!($guard), "::unlock_no_earlier_than`](crate::", stringify!($guard), "::unlock_no_earlier_than) does.")]
+            ///
+            /// # Errors
+            ///
+            /// As [`relock::MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than);
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime,
+            /// where the lock is released in the background at once instead.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # fn main() -> Result<(), relock::Error> {
+            /// # let server = relock_testkit::RedisServer::start();
+            /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+            /// use std::time::{Duration, Instant};
+            ///
+            #[doc = concat!("let mutex = client.", stringify!($make), "(\"cron:invoices\")?;")]
+            /// let started = Instant::now();
+            /// let guard = mutex.lock()?;
+            /// // ... the job ...
+            /// guard.unlock_no_earlier_than(started + Duration::from_secs(60))?;
+            /// assert!(mutex.try_lock().is_err(), "a late instance skips it");
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn unlock_no_earlier_than(self, at: std::time::Instant) -> $crate::Result<()> {
+                self.held.release_with(|guard| guard.unlock_no_earlier_than(at))
+            }
         }
 
         $crate::blocking::guard_methods!($guard, unlock, "lock");
