@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use relock::{Client, Holder, RwLock};
+use relock::{Client, RwLock};
 use relock_testkit::RedisServer;
 
 const CACHE_KEY: &str = "cache:exchange-rates";
@@ -32,14 +32,9 @@ async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
 
     let mut readers = tokio::task::JoinSet::new();
     for reader in 1..=READERS {
-        let (lock, holder, cache, fetches) = (
-            lock.clone(),
-            client.holder()?,
-            cache.clone(),
-            fetches.clone(),
-        );
+        let (lock, cache, fetches) = (lock.clone(), cache.clone(), fetches.clone());
         readers.spawn(async move {
-            let rates = cached_rates(&lock, &holder, cache, &fetches).await?;
+            let rates = cached_rates(&lock, cache, &fetches).await?;
             println!("reader {reader}: {rates}");
             Ok::<_, Box<dyn Error + Send + Sync>>(())
         });
@@ -57,17 +52,16 @@ async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
 /// while this one waited for it.
 async fn cached_rates(
     lock: &RwLock,
-    holder: &Holder,
     mut cache: MultiplexedConnection,
     fetches: &AtomicU32,
 ) -> Result<String, Box<dyn Error + Send + Sync>> {
-    let read = lock.read(holder).await?;
+    let read = lock.read().await?;
     let cached: Option<String> = cache.get(CACHE_KEY).await?;
     read.unlock().await?;
     if let Some(rates) = cached {
         return Ok(rates);
     }
-    let write = lock.write(holder).await?;
+    let write = lock.write().await?;
     let rates = match cache.get(CACHE_KEY).await? {
         Some(rates) => rates,
         None => {

@@ -87,6 +87,17 @@ pub(crate) trait Resource: Send + Sync + 'static {
     }
 }
 
+/// How an extension moves a grant's expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extension {
+    /// To at least the lease from now, never earlier: what `extend` and renewals do, so that
+    /// the guard's deadline, the latest it was told of, is never later than Redis's expiry.
+    AtLeast,
+    /// To exactly the lease from now, earlier or later: only for a grant being given up,
+    /// whose guard claims nothing afterwards (a release no earlier than a point).
+    Exactly,
+}
+
 /// What one acquire request found.
 pub(crate) enum Reply {
     Granted {
@@ -584,21 +595,25 @@ impl<R: Resource> Held<R> {
     }
 
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
-        observe::extension(&self.lease, self.send_extend(lease)).await
+        observe::extension(&self.lease, self.send_extend(lease, Extension::AtLeast)).await
     }
 
-    async fn send_extend(&self, lease: Duration) -> Result<()> {
+    async fn send_extend(&self, lease: Duration, how: Extension) -> Result<()> {
         let lease_ms = lease_millis(lease)?;
         let r = &self.resource;
         if r.shared().holds.is_shut_down() {
             return Err(Error::Shutdown);
         }
+        let mut invocation = r.extend_script(&self.token, lease_ms);
+        if how == Extension::Exactly {
+            // Every extend script reads a last argument `exactly` as leave to shorten.
+            invocation.arg("exactly");
+        }
         if r.shared().nodes.is_distributed() {
-            return redlock::extend(r.as_ref(), &self.token, &self.lease, lease, lease_ms).await;
+            return redlock::extend(r.as_ref(), invocation, &self.lease, lease).await;
         }
         let sent_at = Instant::now();
-        let reply = r
-            .extend_script(&self.token, lease_ms)
+        let reply = invocation
             .invoke_async::<i64>(&mut r.shared().conn.clone())
             .await
             .map_err(|e| Error::from_redis(e, r.name()))?;
@@ -684,7 +699,9 @@ impl<R: Resource> Held<R> {
 
     async fn keep_for(mut self, left: Duration) -> Result<()> {
         self.stop_renewing();
-        let kept = self.send_extend(left).await;
+        // The guard is given up here and claims nothing afterwards, so the lease may end
+        // sooner than it would have: at `left`, not at the end of a longer lease.
+        let kept = self.send_extend(left, Extension::Exactly).await;
         // Whatever the answer, no release may follow, neither the drop's nor a shutdown's:
         // it would free the lock before `left` ends. Unanswered, the lock ends with its lease.
         self.end_hold();

@@ -556,9 +556,10 @@ impl MutexGuard {
     /// starts after the job ended finds the lock still held. When `at` has passed, this is
     /// [`unlock`](MutexGuard::unlock).
     ///
-    /// The lock is free again no earlier than `at` (by the local clock; up to
-    /// [`MIN_LEASE`](crate::MIN_LEASE) later), and no later than the end of `at` or of the
-    /// current lease, whichever is later.
+    /// The lock is free again from `at` on (by the local clock; up to
+    /// [`MIN_LEASE`](crate::MIN_LEASE) later): its expiry is set to `at`, shorter or longer
+    /// than the lease it had. (Unlike [`extend`](MutexGuard::extend), which never shortens: this
+    /// gives the guard up, so no validity is claimed afterwards.)
     ///
     /// # Errors
     ///

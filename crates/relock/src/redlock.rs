@@ -285,14 +285,13 @@ async fn raise_fence<R: Resource>(resource: &R, fences: &[u64]) -> Option<Fence>
 /// Extends on every master; done when a majority extended within the validity.
 pub(crate) async fn extend<R: Resource>(
     resource: &R,
-    token: &OwnerToken,
+    invocation: ScriptInvocation<'static>,
     state: &LeaseState,
     lease: Duration,
-    lease_ms: u64,
 ) -> Result<()> {
     let nodes = &resource.shared().nodes;
     let sent_at = Instant::now();
-    let answers = ask_owner(resource, resource.extend_script(token, lease_ms)).await;
+    let answers = ask_owner(resource, invocation).await;
     let (yes, no) = tally(&answers);
     match nodes.verdict(yes, no) {
         Some(true) if state.renewed(sent_at, lease) => Ok(()),

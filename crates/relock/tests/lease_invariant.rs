@@ -93,11 +93,11 @@ impl Kind {
             }
             Kind::Read => {
                 let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.read_as(&ok(client.holder())).await))
+                Box::new(ok(lock.read().await))
             }
             Kind::Write => {
                 let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.write_as(&ok(client.holder())).await))
+                Box::new(ok(lock.write().await))
             }
             Kind::Semaphore => {
                 let options = SemaphoreOptions::default().lease(lease);

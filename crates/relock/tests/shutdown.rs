@@ -49,8 +49,8 @@ async fn every_primitive_is_given_back(lease: Lease) {
     let outer = reentrant.lock(&holder).await.expect("reentrant");
     let inner = reentrant.lock(&holder).await.expect("reentrant again");
     let rwlock = owner.rwlock("rw").expect("name");
-    let read = rwlock.read(&holder).await.expect("read");
-    let write = owner.rwlock("w").expect("name").write(&holder).await;
+    let read = rwlock.read_as(&holder).await.expect("read");
+    let write = owner.rwlock("w").expect("name").write_as(&holder).await;
     let permits = owner.semaphore("s", 3).expect("name").acquire_many(3).await;
     let multi = owner.multi_mutex(["a", "b"]).expect("names").lock().await;
 
@@ -90,13 +90,13 @@ async fn every_primitive_is_given_back(lease: Lease) {
         other
             .rwlock("rw")
             .expect("name")
-            .try_write(&them)
+            .try_write_as(&them)
             .await
             .expect("no reader left"),
         other
             .rwlock("w")
             .expect("name")
-            .try_write(&them)
+            .try_write_as(&them)
             .await
             .expect("no writer left"),
         semaphore
@@ -125,7 +125,7 @@ async fn after_shutdown_every_clone_and_handle_refuses_to_acquire() {
     assert!(matches!(mutex.try_lock().await, Err(Error::Shutdown)));
     assert!(matches!(mutex.lock().await, Err(Error::Shutdown)));
     let fresh = original.rwlock("jobs").expect("a handle is still made");
-    assert!(matches!(fresh.read(&holder).await, Err(Error::Shutdown)));
+    assert!(matches!(fresh.read_as(&holder).await, Err(Error::Shutdown)));
     let semaphore = original.semaphore("jobs", 1).expect("name");
     assert!(matches!(
         semaphore.try_acquire().await,
