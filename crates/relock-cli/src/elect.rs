@@ -7,7 +7,7 @@ use clap::Args;
 use relock::{Client, Election, Leader, Lease, MutexOptions};
 
 use crate::run::{self, Ending, Signals};
-use crate::{exit, output, parse_duration, Failure};
+use crate::{exit, output, parse_duration, Failure, Target};
 
 /// How long `relock elect` waits before campaigning again after a term ended or Redis could
 /// not be reached, so that a command that fails at once does not spin.
@@ -48,8 +48,9 @@ pub(crate) struct ElectArgs {
     /// After a lost leadership, how long the command has to stop after SIGTERM before SIGKILL.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     kill_grace: Duration,
-    /// The command and its arguments.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    /// The command and its arguments; `--` before it is needed only when the command starts
+    /// with `-`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
@@ -91,25 +92,30 @@ passed to the command; once it exits relock resigns and exits with its code.
 Examples:
   relock elect scheduler -- ./run-scheduler
   relock elect --value \"$(hostname):8080\" --lease 10s primary -- ./serve --primary
-  relock elect --once compaction -- ./compact";
+  relock elect --once compaction ./compact";
 
 pub(crate) const LEADER_HELP: &str = "\
 Prints the leader's value, fence and how long it has led, or `nobody leads` and exits 78.
 With --watch, prints the current state and then each change (a new leader, a new value, nobody
-leading) as it happens, until interrupted.
+leading) as it happens, until interrupted. With --json, a failure is reported on standard
+error as one JSON object too: {\"error\": \"...\", \"exit_code\": N}.
 
 Examples:
   relock leader scheduler
   relock leader scheduler --watch --json";
 
 /// Campaigns, runs the command while leading, and campaigns again unless `--once`.
-pub(crate) async fn elect(client: &Client, plan: ElectPlan) -> Result<u8, Failure> {
+pub(crate) async fn elect(
+    client: &Client,
+    target: &Target,
+    plan: ElectPlan,
+) -> Result<u8, Failure> {
     let options = MutexOptions::default().lease(Lease::Renewed(plan.lease));
     let election = client.election_with_options(&plan.name, options)?;
     let value = plan.value.clone().unwrap_or_else(crate::holder_label);
     let mut signals = Signals::new()?;
     loop {
-        if let Some(code) = term(&election, &plan, &value, &mut signals).await? {
+        if let Some(code) = term(&election, target, &plan, &value, &mut signals).await? {
             return Ok(code);
         }
         tokio::select! {
@@ -122,6 +128,7 @@ pub(crate) async fn elect(client: &Client, plan: ElectPlan) -> Result<u8, Failur
 /// One campaign and the term that follows: `Some(exit code)` when relock is to exit.
 async fn term(
     election: &Election,
+    target: &Target,
     plan: &ElectPlan,
     value: &str,
     signals: &mut Signals,
@@ -139,7 +146,7 @@ async fn term(
             );
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(redis_failure(target, e)),
     };
     let fence = leadership.fence().to_string();
     let spawned = run::spawn(
@@ -196,11 +203,28 @@ fn interrupted(sig: nix::sys::signal::Signal, name: &str) -> Failure {
     )
 }
 
+/// A failure of the library, naming where Redis is when Redis refused or could not be reached,
+/// as `relock run` does.
+fn redis_failure(target: &Target, e: relock::Error) -> Failure {
+    if matches!(e, relock::Error::Redis(_)) || e.is_unavailable() {
+        Failure::at(target, e)
+    } else {
+        e.into()
+    }
+}
+
 /// Prints the leader once, or each change with `watch`.
-pub(crate) async fn leader(client: &Client, args: LeaderArgs) -> Result<u8, Failure> {
+pub(crate) async fn leader(
+    client: &Client,
+    target: &Target,
+    args: LeaderArgs,
+) -> Result<u8, Failure> {
     let election = client.election(&args.name)?;
     if !args.watch {
-        let leader = election.leader().await?;
+        let leader = election
+            .leader()
+            .await
+            .map_err(|e| redis_failure(target, e))?;
         output::print(&describe(&args.name, leader.as_ref(), args.json));
         return Ok(if leader.is_some() {
             exit::SUCCESS
@@ -213,7 +237,7 @@ pub(crate) async fn leader(client: &Client, args: LeaderArgs) -> Result<u8, Fail
     loop {
         tokio::select! {
             state = watch.next() => {
-                let state = state?;
+                let state = state.map_err(|e| redis_failure(target, e))?;
                 output::print(&describe(&args.name, state.as_ref(), args.json));
             }
             _ = signals.next() => return Ok(exit::SUCCESS),

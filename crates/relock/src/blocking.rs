@@ -19,6 +19,8 @@
 //! with its lease. Dropped inside a runtime, a guard releases in the background instead, on
 //! the client's runtime. That runtime shuts down when the client and every handle and guard
 //! made from it are dropped, after giving the releases still under way a second to finish.
+//! Before the program exits with guards still alive (held by other threads, which the process
+//! ends without unwinding), call [`Client::shutdown`], which gives their locks back.
 //!
 //! # Examples
 //!

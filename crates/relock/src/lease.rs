@@ -30,6 +30,9 @@ pub enum Lost {
     Expired,
     /// Redis no longer holds the lock for this owner: its key was deleted or taken over.
     Revoked,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)), which gave
+    /// the lock back.
+    Shutdown,
 }
 
 impl std::fmt::Display for Lost {
@@ -37,6 +40,7 @@ impl std::fmt::Display for Lost {
         match self {
             Lost::Expired => f.write_str("lease expired before it could be renewed"),
             Lost::Revoked => f.write_str("lock was removed or taken by another owner"),
+            Lost::Shutdown => f.write_str("the client was shut down and gave the lock back"),
         }
     }
 }
@@ -123,6 +127,13 @@ impl LeaseState {
         }
         *deadline = (*deadline).max(valid_until(sent_at, lease, self.drift));
         true
+    }
+
+    /// Ends the hold for a shutdown, before its release is sent: the guard stops counting on
+    /// the lock from now on.
+    pub(crate) fn shut_down(&self) {
+        self.hold.shut_down();
+        self.mark_lost(Lost::Shutdown);
     }
 
     /// Fires the lost signal; the first reason given is the one reported.

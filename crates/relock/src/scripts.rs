@@ -95,6 +95,8 @@ mod tests {
     const LOCK: &str = "t:{n}:mutex";
     const FENCE: &str = "t:{n}:fence";
     const WAITERS: &str = "t:{n}:mutex-waiters";
+    const LINE: &str = "t:{n}:mutex-line";
+    const HANDOFF: &str = "t:{n}:mutex-handoff";
     const WAKE: &str = "t:{n}:wake";
 
     async fn conn(server: &RedisServer) -> MultiplexedConnection {
@@ -121,6 +123,8 @@ mod tests {
             .key(LOCK)
             .key(FENCE)
             .key(WAITERS)
+            .key(LINE)
+            .key(HANDOFF)
             .arg(token)
             .arg(lease)
             .arg(60_000)
@@ -137,17 +141,28 @@ mod tests {
             .plain()
             .key(LOCK)
             .key(WAITERS)
+            .key(LINE)
+            .key(HANDOFF)
             .arg(token)
             .arg(WAKE)
             .arg("")
+            .arg(200)
             .invoke_async::<i64>(c)
             .await
             .expect("release")
     }
 
     async fn waiters(c: &mut MultiplexedConnection) -> Vec<String> {
+        members(c, WAITERS).await
+    }
+
+    async fn line(c: &mut MultiplexedConnection) -> Vec<String> {
+        members(c, LINE).await
+    }
+
+    async fn members(c: &mut MultiplexedConnection, key: &str) -> Vec<String> {
         redis::cmd("ZRANGE")
-            .arg(WAITERS)
+            .arg(key)
             .arg(0)
             .arg(-1)
             .query_async(c)
@@ -343,14 +358,16 @@ mod tests {
             ttl > 5_000 && ttl <= 20_000,
             "the list outlives its longest place: {ttl}"
         );
-        // A place that ended (its waiter stopped trying) comes first, and is skipped.
-        redis::cmd("ZADD")
-            .arg(WAITERS)
-            .arg(1)
-            .arg("gone:")
-            .exec_async(&mut c)
-            .await
-            .expect("zadd");
+        // A waiter first in line whose place ended (it stopped trying) is skipped.
+        for key in [WAITERS, LINE] {
+            redis::cmd("ZADD")
+                .arg(key)
+                .arg(1)
+                .arg("gone:")
+                .exec_async(&mut c)
+                .await
+                .expect("zadd");
+        }
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -359,6 +376,7 @@ mod tests {
         .await;
         assert_eq!(payloads, ["b:"], "one waiter woken, by its token");
         assert_eq!(waiters(&mut c).await, ["c:"]);
+        assert_eq!(line(&mut c).await, ["b:", "c:"], "gone: left the line");
 
         assert_eq!(
             acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
@@ -375,6 +393,7 @@ mod tests {
         .await;
         assert!(payloads.is_empty(), "{payloads:?}");
         assert!(waiters(&mut c).await.is_empty(), "c: left the list");
+        assert!(line(&mut c).await.is_empty(), "b: and c: left the line");
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -523,6 +542,57 @@ mod tests {
         assert_eq!(proclaim(&mut c, "a:").await, 0, "nothing to proclaim");
         assert_eq!(leader(&mut c).await, None);
         assert!(campaign(&mut c, "b:", "w").await[1] > won[1], "fences rise");
+    }
+
+    #[tokio::test]
+    async fn the_lock_is_kept_for_a_woken_waiter_which_keeps_its_turn_if_late() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+        for waiter in ["b:", "c:"] {
+            assert_eq!(
+                acquire_waiting(&mut c, waiter, 10_000, 5_000, false).await[0],
+                0
+            );
+        }
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "a:").await, 1);
+        })
+        .await;
+        assert_eq!(payloads, ["b:"]);
+        // The lock is kept for b: a moment: another task asking now is refused.
+        let kept = acquire(&mut c, "x:", 10_000).await;
+        assert!(kept[0] == 0 && kept[1] > 0 && kept[1] <= 200, "{kept:?}");
+        // b: comes too late: the lock is free for anyone, another task takes it, and c: tries
+        // on its timer a few milliseconds before b: (places are scored by the server's
+        // milliseconds).
+        redis::cmd("PEXPIRE")
+            .arg(HANDOFF)
+            .arg(1)
+            .exec_async(&mut c)
+            .await
+            .expect("pexpire");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        assert_eq!(acquire(&mut c, "x:", 10_000).await[0], 1);
+        for waiter in ["c:", "b:"] {
+            assert_eq!(
+                acquire_waiting(&mut c, waiter, 10_000, 5_000, true).await[0],
+                0
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "x:").await, 1);
+        })
+        .await;
+        assert_eq!(payloads, ["b:"], "b: keeps its turn");
+        assert_eq!(
+            acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
+            1
+        );
+        assert_eq!(line(&mut c).await, ["c:"]);
     }
 
     #[tokio::test]

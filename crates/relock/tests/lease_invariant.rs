@@ -93,11 +93,11 @@ impl Kind {
             }
             Kind::Read => {
                 let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.read(&ok(client.holder())).await))
+                Box::new(ok(lock.read().await))
             }
             Kind::Write => {
                 let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.write(&ok(client.holder())).await))
+                Box::new(ok(lock.write().await))
             }
             Kind::Semaphore => {
                 let options = SemaphoreOptions::default().lease(lease);
@@ -125,7 +125,10 @@ impl Kind {
             // A writer is what a read hold keeps out.
             Kind::Read | Kind::Write => {
                 let holder = ok(client.holder());
-                ok(client.rwlock(name)).try_write(&holder).await.map(drop)
+                ok(client.rwlock(name))
+                    .try_write_as(&holder)
+                    .await
+                    .map(drop)
             }
             Kind::Semaphore => ok(client.semaphore(name, 1)).try_acquire().await.map(drop),
         };
