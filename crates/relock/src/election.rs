@@ -160,14 +160,18 @@ impl Election {
     ///
     /// While another candidate leads, the caller sleeps until a resignation is announced (or at
     /// most the client's [`wake_fallback`](crate::ClientOptions::wake_fallback), never past the
-    /// leader's remaining lease), then tries again, as [`Mutex::lock`](crate::Mutex::lock) does.
+    /// leader's remaining lease), then tries again, as [`Mutex::lock`](crate::Mutex::lock) does;
+    /// as it does too, it keeps trying while Redis cannot be reached, until the wait limit or,
+    /// without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit).
     ///
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
     /// [`Error::WrongType`](crate::Error::WrongType) when the election's key holds another Redis
-    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait
+    /// limit (without one, for the client's outage limit): the last error;
+    /// [`Error::Shutdown`](crate::Error::Shutdown) when the client is shut down, before or
+    /// while campaigning.
     ///
     /// # Cancel safety
     ///
@@ -260,13 +264,16 @@ impl Election {
     /// are such failures.
     ///
     /// On shutdown while leading, the task is dropped first, then the leadership is resigned
-    /// and the resignation waited for, so a standby takes over at once.
+    /// and the resignation waited for, so a standby takes over at once. A
+    /// [`Client::shutdown`](crate::Client::shutdown) of the election's client ends the loop
+    /// too: the client resigns the leadership, and the task is dropped at once.
     ///
     /// # Errors
     ///
     /// The errors of [`campaign`](Election::campaign) that retrying cannot cure:
     /// [`Error::WrongType`](crate::Error::WrongType), and any error Redis answered other than
-    /// being unavailable.
+    /// being unavailable; [`Error::Shutdown`](crate::Error::Shutdown) when the client was shut
+    /// down.
     ///
     /// # Cancel safety
     ///
@@ -324,8 +331,10 @@ impl Election {
                 Err(e) => return Err(e),
             };
             backoff.reset();
-            if serve_term(leadership, &mut shutdown, &mut task).await == TermEnd::Shutdown {
-                return Ok(());
+            match serve_term(leadership, &mut shutdown, &mut task).await {
+                TermEnd::Shutdown => return Ok(()),
+                TermEnd::ClientShutDown => return Err(Error::Shutdown),
+                TermEnd::Lost | TermEnd::TaskEnded => {}
             }
             if backoff.pause_unless(&mut shutdown).await {
                 return Ok(());
@@ -337,7 +346,11 @@ impl Election {
 /// What ended one leadership of [`Election::lead`].
 #[derive(PartialEq, Eq)]
 enum TermEnd {
+    /// The loop's `shutdown` future completed.
     Shutdown,
+    /// [`Client::shutdown`](crate::Client::shutdown) gave the leadership back: campaigning
+    /// again would be refused.
+    ClientShutDown,
     Lost,
     TaskEnded,
 }
@@ -359,10 +372,13 @@ where
     let end = tokio::select! {
         biased;
         () = shutdown => TermEnd::Shutdown,
-        _ = leadership.lost() => TermEnd::Lost,
+        reason = leadership.lost() => match reason {
+            Lost::Shutdown => TermEnd::ClientShutDown,
+            _ => TermEnd::Lost,
+        },
         () = task(leadership.fence()) => TermEnd::TaskEnded,
     };
-    if end != TermEnd::Lost {
+    if matches!(end, TermEnd::Shutdown | TermEnd::TaskEnded) {
         // An error only says that leadership had ended already.
         let _ = leadership.resign().await;
     }
@@ -529,7 +545,12 @@ impl Resource for Candidate {
 /// fixed). Watch [`lost`](Leadership::lost) and stop acting as the leader when it fires.
 /// [`resign`](Leadership::resign) hands leadership over at once; dropping the guard resigns in
 /// the background, best effort, and if that cannot reach Redis the leadership ends with its
-/// lease.
+/// lease. A drop only queues the resignation to the client's background task, which ends with
+/// the runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown),
+/// which resigns every leadership still held, as it releases every lock, and waits for Redis to
+/// answer. After it, the leadership is not held, its `lost()` completes with
+/// [`Lost::Shutdown`](crate::Lost::Shutdown), and its `resign`, `extend` and `proclaim` return
+/// [`Error::Shutdown`](crate::Error::Shutdown).
 ///
 /// # Examples
 ///
@@ -547,7 +568,7 @@ impl Resource for Candidate {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the leadership resigns right away"]
+#[must_use = "dropping the leadership only queues its resignation to the client's background task; call `resign`, or `Client::shutdown` before the program exits"]
 pub struct Leadership {
     held: Held<Candidate>,
 }
@@ -624,7 +645,8 @@ impl Leadership {
     /// # Errors
     ///
     /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership was lost (the lost signal then
-    /// fires); [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    /// fires); [`Error::Shutdown`](crate::Error::Shutdown) when the client was shut down (nothing
+    /// is sent); [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -649,6 +671,11 @@ impl Leadership {
     pub async fn proclaim(&self, value: impl AsRef<str>) -> Result<()> {
         let candidate = self.held.resource();
         let e = &candidate.election;
+        if e.shared.holds.is_shut_down() {
+            // The shutdown resigned this leadership, or is about to: a proclamation would find
+            // it gone, or make the resigned leader look alive to observers.
+            return Err(Error::Shutdown);
+        }
         let reply: i64 = ELECTION_PROCLAIM
             .on(&e.shared.conn)
             .key(e.leader_key.as_slice())
@@ -672,8 +699,9 @@ impl Leadership {
     /// # Errors
     ///
     /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership had already been lost;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached (the leadership then
-    /// ends with its lease).
+    /// [`Error::Shutdown`](crate::Error::Shutdown) when the client's shutdown resigned it
+    /// already; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached (the
+    /// leadership then ends with its lease).
     ///
     /// # Cancel safety
     ///

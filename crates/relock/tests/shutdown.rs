@@ -1,5 +1,6 @@
-//! `Client::shutdown`: every hold of every primitive given back at once, guards that outlive it
-//! told so, acquires refused afterwards, on every clone, on RedLock and on the blocking API.
+//! `Client::shutdown`: every hold of every primitive given back at once (a leadership resigned),
+//! guards that outlive it told so, acquires refused afterwards, on every clone, on RedLock and on
+//! the blocking API.
 
 mod common;
 
@@ -37,8 +38,8 @@ async fn shutdown_gives_back_every_primitive_with_a_fixed_lease() {
     every_primitive_is_given_back(Lease::Fixed(LEASE)).await;
 }
 
-/// Takes one hold of each primitive (two of the reentrant mutex) with `lease`, shuts the
-/// client down, and checks that another client gets each of them at once.
+/// Takes one hold of each primitive (two of the reentrant mutex) and a leadership with `lease`,
+/// shuts the client down, and checks that another client gets each of them at once.
 async fn every_primitive_is_given_back(lease: Lease) {
     let server = RedisServer::start();
     let owner = client_with(&server, ClientOptions::default().default_lease(lease)).await;
@@ -53,6 +54,7 @@ async fn every_primitive_is_given_back(lease: Lease) {
     let write = owner.rwlock("w").expect("name").write_as(&holder).await;
     let permits = owner.semaphore("s", 3).expect("name").acquire_many(3).await;
     let multi = owner.multi_mutex(["a", "b"]).expect("names").lock().await;
+    let leadership = owner.election("e").expect("name").campaign("owner").await;
 
     owner.shutdown().await.expect("every release answered");
 
@@ -64,11 +66,19 @@ async fn every_primitive_is_given_back(lease: Lease) {
     assert_given_back!(write.expect("write"), unlock);
     assert_given_back!(permits.expect("permits"), release);
     assert_given_back!(multi.expect("multi"), unlock);
+    let leadership = leadership.expect("leadership");
+    assert!(matches!(
+        leadership.proclaim("still here").await,
+        Err(Error::Shutdown)
+    ));
+    assert_given_back!(leadership, resign);
 
     let other = client(&server).await;
     let them = other.holder().expect("holder");
     let reentrant = other.reentrant_mutex("r").expect("name");
     let semaphore = other.semaphore("s", 3).expect("name");
+    let election = other.election("e").expect("name");
+    assert_eq!(election.leader().await.expect("leader"), None, "resigned");
     // Held by the other client until the end of the test, so that each is checked free.
     let _held = (
         other
@@ -109,6 +119,10 @@ async fn every_primitive_is_given_back(lease: Lease) {
             .try_lock()
             .await
             .expect("names free"),
+        tokio::time::timeout(PROMPTLY, election.campaign("other"))
+            .await
+            .expect("nobody leads: won at once")
+            .expect("campaign"),
     );
 }
 
@@ -131,6 +145,8 @@ async fn after_shutdown_every_clone_and_handle_refuses_to_acquire() {
         semaphore.try_acquire().await,
         Err(Error::Shutdown)
     ));
+    let election = original.election("jobs").expect("name");
+    assert!(matches!(election.campaign("a").await, Err(Error::Shutdown)));
     original
         .shutdown()
         .await
@@ -191,6 +207,52 @@ async fn shutdown_closes_the_notification_connection() {
     let outcome = waiting.await.expect("no panic");
     assert!(matches!(outcome, Err(Error::Shutdown)), "{outcome:?}");
     guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn the_supervisor_returns_when_its_client_shuts_down_and_a_standby_leads_at_once() {
+    let server = RedisServer::start();
+    let owner = client(&server).await;
+    let election = owner.election("scheduler").expect("name");
+    let (started, mut running) = tokio::sync::watch::channel(false);
+    // Each run of the task holds a clone: one count left means no task is alive.
+    let alive = std::sync::Arc::new(());
+    let supervisor = tokio::spawn(async move {
+        let result = election
+            .lead("owner", std::future::pending(), |_fence| {
+                let started = started.clone();
+                let alive = std::sync::Arc::clone(&alive);
+                async move {
+                    let _alive = alive;
+                    started.send_replace(true);
+                    std::future::pending::<()>().await;
+                }
+            })
+            .await;
+        (result, std::sync::Arc::strong_count(&alive))
+    });
+    tokio::time::timeout(PROMPTLY, running.wait_for(|running| *running))
+        .await
+        .expect("the task runs")
+        .expect("the supervisor is alive");
+    let other = client(&server).await;
+    let standby = other.election("scheduler").expect("name");
+    let taking_over = tokio::spawn(async move { standby.campaign("standby").await });
+
+    owner.shutdown().await.expect("shutdown");
+
+    let (result, tasks_alive) = tokio::time::timeout(PROMPTLY, supervisor)
+        .await
+        .expect("lead returns at once")
+        .expect("no panic");
+    assert!(matches!(result, Err(Error::Shutdown)), "{result:?}");
+    assert_eq!(tasks_alive, 1, "the task was dropped with its loop");
+    let leadership = tokio::time::timeout(PROMPTLY, taking_over)
+        .await
+        .expect("the standby leads long before the 30 s lease ends")
+        .expect("no panic")
+        .expect("campaign");
+    leadership.resign().await.expect("resign");
 }
 
 /// How many connections the server has, `redis-cli`'s own included.

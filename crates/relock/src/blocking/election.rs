@@ -104,7 +104,7 @@ impl Election {
 /// # Examples
 ///
 /// See [`Election`].
-#[must_use = "dropping the leadership resigns right away"]
+#[must_use = "dropping the leadership resigns before `drop` returns (in the background inside a runtime), ignoring errors; call `resign` to learn whether it still led"]
 pub struct Leadership {
     held: Held<crate::Leadership>,
 }
