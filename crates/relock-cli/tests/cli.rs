@@ -1514,3 +1514,33 @@ fn leader_prints_the_leader_and_watch_prints_every_change() {
     let status = watch.child.wait().expect("wait");
     assert_eq!(status.code(), Some(0), "a watch ends quietly on SIGTERM");
 }
+
+#[test]
+fn elect_leaves_nobody_leading_when_it_exits_and_leader_json_reports_failures_as_json() {
+    let server = RedisServer::start();
+    // No `--` needed, as for run; the leadership (30 s lease) is resigned when relock exits.
+    let once = output(&server, &["elect", "--once", "quick", "true"]);
+    assert_eq!(code(&once), 0, "{}", stderr(&once));
+    assert_eq!(code(&output(&server, &["leader", "quick"])), 78, "resigned");
+    let missing = output(
+        &server,
+        &["elect", "--once", "gone", "/nonexistent/command"],
+    );
+    assert_eq!(code(&missing), 127, "{}", stderr(&missing));
+    assert_eq!(code(&output(&server, &["leader", "gone"])), 78, "resigned");
+
+    let unreachable = output(
+        &server,
+        &["--redis", "redis://127.0.0.1:1", "leader", "x", "--json"],
+    );
+    assert_eq!(code(&unreachable), 69);
+    let error: serde_json::Value =
+        serde_json::from_str(stderr(&unreachable).trim()).expect("stderr is one JSON object");
+    assert_eq!(error["exit_code"], 69);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("127.0.0.1:1")),
+        "{error}"
+    );
+}
