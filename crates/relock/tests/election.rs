@@ -527,3 +527,51 @@ async fn await_all(
         assert_eq!(seen.as_deref(), Some(value), "changes in order");
     }
 }
+
+/// A standby campaigning while Redis is down (killed, restarted without persistence 2 s
+/// later) keeps trying, as a waiting `lock()` does, and leads once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_rides_out_redis_down_for_two_seconds() {
+    let mut server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    // A short lease, so that the old leader hears of its loss within a second of the restart.
+    let options = MutexOptions::default().lease(Lease::Renewed(Duration::from_secs(3)));
+    let leader = a
+        .election_with_options("blip", options)
+        .expect("name")
+        .campaign("a")
+        .await
+        .expect("campaign");
+    let standby = tokio::spawn(async move {
+        let started = Instant::now();
+        let won = b.election("blip").expect("name").campaign("b").await;
+        (won, started.elapsed(), b)
+    });
+    tokio::time::sleep(ms(300)).await;
+    let server = tokio::task::spawn_blocking(move || {
+        server.kill9();
+        std::thread::sleep(Duration::from_secs(2));
+        server.restart();
+        server
+    })
+    .await
+    .expect("the outage's thread");
+    let (won, waited, b) = tokio::time::timeout(LIMIT * 2, standby)
+        .await
+        .expect("the standby leads once Redis is back")
+        .expect("task");
+    let won = won.expect("the campaign outlasts the outage");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "not before Redis returned"
+    );
+    // The restarted server holds nothing of the old leader's: the standby leads, and the old
+    // leader finds its key taken, unless its lease ran out first.
+    let lost = tokio::time::timeout(LIMIT, leader.lost()).await;
+    let lost = lost.expect("the old leader learns of its loss");
+    assert!(matches!(lost, Lost::Revoked | Lost::Expired), "{lost}");
+    let now = b.election("blip").expect("name").leader().await;
+    assert_eq!(now.expect("read").expect("a leader").value(), "b");
+    won.resign().await.expect("resign");
+    drop(server);
+}
