@@ -78,14 +78,20 @@ impl Client {
     /// # }
     /// ```
     pub async fn deployment_warnings(&self) -> Result<Vec<DeploymentWarning>> {
-        let reply = redis::cmd("CONFIG")
+        // One parameter per `CONFIG GET`: Redis 6.2 takes no more.
+        let reply = redis::pipe()
+            .cmd("CONFIG")
             .arg("GET")
             .arg("maxmemory*")
+            .cmd("CONFIG")
+            .arg("GET")
             .arg("appendonly")
-            .query_async::<Vec<(String, String)>>(&mut self.shared.conn.clone())
+            .query_async::<(Vec<(String, String)>, Vec<(String, String)>)>(
+                &mut self.shared.conn.clone(),
+            )
             .await;
         let settings = match reply {
-            Ok(settings) => settings,
+            Ok((memory, persistence)) => [memory, persistence].concat(),
             Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
                 return Err(e.into())
             }

@@ -391,7 +391,11 @@ async fn f17_out_of_memory_refuses_new_grants_and_still_releases() {
         .expect("lock");
     assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "1"]), "OK");
     match c.mutex("new").expect("name").try_lock().await {
-        Err(Error::Redis(e)) => assert_eq!(e.code(), Some("OOM"), "{e}"),
+        // Redis 7 passes the script's OOM on as the error code; 6.2 wraps it in an ERR.
+        Err(Error::Redis(e)) => assert!(
+            e.code() == Some("OOM") || e.to_string().contains("-OOM command not allowed"),
+            "{e}"
+        ),
         other => panic!("expected OOM, got {other:?}"),
     }
     assert_eq!(

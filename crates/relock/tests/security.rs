@@ -188,7 +188,7 @@ async fn refused_credentials_and_keys_outside_the_grant_are_auth_failures() {
             .acl_user(
                 "other-app",
                 "other-secret",
-                &["~other:*", "&other:*", "+@all"],
+                &["~other:*", "resetchannels", "&other:*", "+@all"],
             ),
     );
     let wrong = server.url_with_auth(Some("relock-app"), "wrong");

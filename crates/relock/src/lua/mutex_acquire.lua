@@ -32,9 +32,10 @@ if held then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     redis.call('ZADD', KEYS[3], now + place, token)
-    -- The list outlives its longest place; GT cannot set a first expiry.
-    if redis.call('PEXPIRE', KEYS[3], place, 'GT') == 0 then
-      redis.call('PEXPIRE', KEYS[3], place, 'NX')
+    -- The list outlives its longest place: only lengthen its expiry (PTTL is -1
+    -- for a list that has none yet). Not PEXPIRE GT/NX, which Redis 6.2 lacks.
+    if redis.call('PTTL', KEYS[3]) < place then
+      redis.call('PEXPIRE', KEYS[3], place)
     end
   end
   return {0, redis.call('PTTL', KEYS[1])}
