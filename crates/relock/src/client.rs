@@ -15,6 +15,7 @@ use crate::notify::{Notifier, Source};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
+use crate::server::{self, Server};
 use crate::token::random_id;
 
 /// A connection to Redis and the background work every lock made from it shares.
@@ -55,6 +56,9 @@ pub(crate) struct Shared {
     pub(crate) id: String,
     pub(crate) keeper: Keeper,
     pub(crate) notifier: Arc<Notifier>,
+    /// The server read at connect: on a cluster its oldest master; `None` when it did not say
+    /// (or, on a RedLock client, when no master answered at connect).
+    pub(crate) server: Option<Server>,
 }
 
 impl Client {
@@ -70,7 +74,9 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
-    /// reached or refuses the credentials.
+    /// reached or refuses the credentials;
+    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
+    /// older than 6.2, read from its `HELLO` reply at connect.
     ///
     /// # Cancel safety
     ///
@@ -124,20 +130,27 @@ impl Client {
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
             .set_number_of_retries(1);
-        let conn = Conn::Single(ConnectionManager::new_with_config(redis.clone(), config).await?);
-        Client::assemble(conn, Source::Single(redis), options)
+        let mut conn = ConnectionManager::new_with_config(redis.clone(), config).await?;
+        let server = server::read(&mut conn).await?;
+        Client::assemble(Conn::Single(conn), Source::Single(redis), server, options)
     }
 
-    /// A client over a connection made for some deployment, with its notification source;
-    /// starts the renewal and notification tasks.
-    pub(crate) fn assemble(conn: Conn, source: Source, options: ClientOptions) -> Result<Client> {
-        Client::assemble_quorum(Quorum::single(conn), vec![source], options)
+    /// A client over a connection made for some deployment, with its notification source and
+    /// the server read at connect; starts the renewal and notification tasks.
+    pub(crate) fn assemble(
+        conn: Conn,
+        source: Source,
+        server: Option<Server>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        Client::assemble_quorum(Quorum::single(conn), vec![source], server, options)
     }
 
     /// A client whose leases live on `nodes`, notified through every source.
     pub(crate) fn assemble_quorum(
         nodes: Quorum,
         sources: Vec<Source>,
+        server: Option<Server>,
         options: ClientOptions,
     ) -> Result<Client> {
         observe::describe();
@@ -156,6 +169,7 @@ impl Client {
                 options,
                 keeper,
                 notifier,
+                server,
             }),
         })
     }

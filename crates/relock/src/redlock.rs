@@ -18,6 +18,7 @@ use crate::lease::{valid_until, LeaseState, Lost};
 use crate::notify::Source;
 use crate::options::ClientOptions;
 use crate::quorum::Quorum;
+use crate::server::{self, Server};
 use crate::token::{Fence, OwnerToken};
 
 impl Client {
@@ -64,8 +65,9 @@ impl Client {
     ///
     /// The masters must be independent: not replicas of each other, not nodes of one cluster.
     /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
-    /// Connections are opened in the background, so a master that is down when the client is
-    /// built costs its vote and nothing else. Only [`Mutex`](crate::Mutex) is offered: the
+    /// Connections are reopened in the background, so a master that is down when the client is
+    /// built costs its vote and, at connect, at most one node timeout while the client reads
+    /// each master's version. Only [`Mutex`](crate::Mutex) is offered: the
     /// other primitives and the inspection calls return [`Error::Unsupported`].
     ///
     /// Each request goes to every master at once and waits at most
@@ -86,7 +88,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
     /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
-    /// [`Error::Redis`] for a malformed URL.
+    /// [`Error::Redis`] for a malformed URL; [`Error::UnsupportedServer`] when a master that
+    /// answers at connect is a Redis older than 6.2.
     ///
     /// # Cancel safety
     ///
@@ -122,14 +125,40 @@ impl Client {
             nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
             sources.push(Source::Single(redis));
         }
+        let server = oldest_master(&nodes, options.node_timeout).await?;
         let Some(quorum) = Quorum::of(nodes, options.node_timeout) else {
             return Err(Error::InvalidOption {
                 option: "masters",
                 reason: "RedLock needs at least one master".into(),
             });
         };
-        Client::assemble_quorum(quorum, sources, options)
+        Client::assemble_quorum(quorum, sources, server, options)
     }
+}
+
+/// The oldest server among the masters that answer within the node timeout, each refused
+/// when too old. A master that is down or slow now is not waited for: it costs its vote, not
+/// the connect.
+async fn oldest_master(nodes: &[Conn], node_timeout: Duration) -> Result<Option<Server>> {
+    let reads: Vec<_> = nodes
+        .iter()
+        .map(|conn| {
+            let mut conn = conn.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(node_timeout, server::read(&mut conn)).await
+            })
+        })
+        .collect();
+    let mut servers = Vec::new();
+    for read in reads {
+        match read.await {
+            Ok(Ok(Ok(Some(server)))) => servers.push(server),
+            Ok(Ok(Err(too_old @ Error::UnsupportedServer { .. }))) => return Err(too_old),
+            // Down, slow, or silent about its version.
+            _ => {}
+        }
+    }
+    Ok(server::oldest(servers))
 }
 
 /// The client of each master, with the options checked: all that
