@@ -57,16 +57,22 @@ pub fn redis_cli_path() -> PathBuf {
 /// If the binary cannot be found or run, or does not print a version.
 pub fn server_version() -> &'static str {
     static VERSION: OnceLock<String> = OnceLock::new();
-    VERSION.get_or_init(|| {
-        let path = redis_server_path();
-        let out = Command::new(&path)
-            .arg("--version")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} --version: {e}", path.display()));
-        let text = String::from_utf8_lossy(&out.stdout);
-        describe(&text)
-            .unwrap_or_else(|| panic!("{} --version printed no version: {text:?}", path.display()))
-    })
+    VERSION.get_or_init(|| version_of(&redis_server_path()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// What the server binary at `path` says it is, from `--version`: `Redis 7.0.15`.
+///
+/// # Errors
+///
+/// When the binary cannot be run or prints no version.
+pub fn version_of(path: &Path) -> Result<String, String> {
+    let out = Command::new(path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run {} --version: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    describe(&text)
+        .ok_or_else(|| format!("{} --version printed no version: {text:?}", path.display()))
 }
 
 /// Whether the server under test has sharded pub/sub (`SSUBSCRIBE`): Redis 7.0 or newer, and
