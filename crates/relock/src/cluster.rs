@@ -59,7 +59,7 @@ impl Client {
     /// and `ASK` redirections, so locks survive slot migrations and failovers; waiters
     /// subscribe with sharded pub/sub (`SSUBSCRIBE`) on the master of each name. On Redis 6.2,
     /// which has no sharded pub/sub, releases are announced with `PUBLISH`, which the cluster
-    /// broadcasts to every node (see [`DeploymentWarning::BroadcastReleases`]). A
+    /// broadcasts to every node (see [`DeploymentWarning::BroadcastReleases`](crate::DeploymentWarning::BroadcastReleases)). A
     /// [`MultiMutex`](crate::MultiMutex) over names of several slots takes them slot by slot
     /// (see its documentation), and the batch renewal sends one script per slot. See
     /// [the guide](crate#deployments) for what each deployment guarantees.

@@ -99,9 +99,8 @@ pub enum Error {
         /// How many were asked for.
         wanted: usize,
     },
-    /// The server is older than the oldest one relock supports (Redis 6.2; every Valkey is
-    /// supported), so its lock scripts would fail at the first contention. Returned when
-    /// connecting.
+    /// The server is older than the oldest one relock supports and is tested on (Redis 6.2;
+    /// every Valkey is supported). Returned when connecting, before any lock is taken on it.
     UnsupportedServer {
         /// The server found, such as `Redis 6.0.16`.
         server: String,

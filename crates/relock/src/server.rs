@@ -15,8 +15,9 @@ use redis::{RedisError, Value};
 
 use crate::error::{Error, Result};
 
-/// The oldest Redis relock supports: every command and option of the scripts exists from it
-/// on. Every Valkey release (7.2 onwards) is supported.
+/// The oldest Redis relock supports: the oldest the suite runs on, and the first whose ACL
+/// rules can limit a user's channels to the lock prefix. Every Valkey release (7.2 onwards)
+/// is supported.
 const OLDEST_REDIS: Version = Version(6, 2, 0);
 /// [`OLDEST_REDIS`] as the error names it.
 const OLDEST_SUPPORTED: &str = "Redis 6.2";
