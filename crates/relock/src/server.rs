@@ -2,9 +2,9 @@
 //! what relock does differently on each.
 //!
 //! The version comes from `HELLO` without arguments, which answers the server's name and
-//! version without changing the protocol and which every ACL user of relock may run (see
-//! `docs/security.md`). A server without `HELLO` is older than Redis 6.0; `INFO server` then
-//! names its version for the error.
+//! version without changing the protocol and which Redis lets every user run, whatever its
+//! ACL rules. Where `HELLO` says nothing (Redis 6.0 wants a protocol version, older servers
+//! have no `HELLO`), `INFO server` names the version.
 
 use std::fmt;
 
@@ -84,15 +84,20 @@ impl Server {
         })
     }
 
-    /// The server described by an `INFO server` reply.
+    /// The server described by an `INFO server` reply: `redis_version`, or Valkey's
+    /// `server_name` and `valkey_version`.
     fn from_info(info: &str) -> Option<Server> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
         };
-        let version = field("redis_version")?;
+        let product = product(field("server_name").unwrap_or("redis"));
+        let version = match product {
+            Product::Redis => field("redis_version")?,
+            Product::Valkey => field("valkey_version")?,
+        };
         Some(Server {
-            product: Product::Redis,
+            product,
             version: Version::parse(version)?,
         })
     }
@@ -140,22 +145,24 @@ fn text(value: &Value) -> Option<String> {
 }
 
 /// The server behind `conn`, refused when it is too old. `None` when it does not say: a
-/// server that refuses `HELLO` to this user, or answers it in another shape, is taken at its
-/// word that it runs relock's scripts.
+/// server (or a proxy) that answers neither `HELLO` nor `INFO` in a known shape is taken to be
+/// a current one.
 ///
 /// # Errors
 ///
 /// [`Error::UnsupportedServer`] for a server older than the oldest supported;
 /// [`Error::Redis`] when it cannot be reached.
 pub(crate) async fn read<C: ConnectionLike>(conn: &mut C) -> Result<Option<Server>> {
-    match redis::cmd("HELLO").query_async::<Value>(conn).await {
-        Ok(reply) => Server::from_hello(&reply)
-            .map(Server::supported)
-            .transpose(),
-        Err(e) if is_unknown_command(&e) => Err(without_hello(conn).await),
-        Err(e) if is_unreachable(&e) => Err(e.into()),
-        Err(_) => Ok(None),
-    }
+    let hello = match redis::cmd("HELLO").query_async::<Value>(conn).await {
+        Ok(reply) => Server::from_hello(&reply),
+        Err(e) if is_unreachable(&e) => return Err(e.into()),
+        Err(_) => None,
+    };
+    let server = match hello {
+        Some(server) => Some(server),
+        None => from_info(conn).await?,
+    };
+    server.map(Server::supported).transpose()
 }
 
 /// The oldest server among the masters of a cluster, each refused when too old, so that a
@@ -165,22 +172,37 @@ pub(crate) async fn read<C: ConnectionLike>(conn: &mut C) -> Result<Option<Serve
 ///
 /// As [`read`].
 pub(crate) async fn read_cluster(conn: &mut ClusterConnection) -> Result<Option<Server>> {
-    let every_master = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-    let reply = match conn.route_command(redis::cmd("HELLO"), every_master).await {
-        Ok(reply) => reply,
-        Err(e) if is_unreachable(&e) => return Err(e.into()),
-        Err(_) => return Ok(None),
-    };
-    // One reply per master, keyed by its address.
-    let Value::Map(by_master) = reply else {
-        return Ok(None);
-    };
-    let servers = by_master
-        .iter()
-        .filter_map(|(_, hello)| Server::from_hello(hello))
+    let hellos = ask_every_master(conn, redis::cmd("HELLO")).await?;
+    let mut servers: Vec<Server> = hellos.iter().filter_map(Server::from_hello).collect();
+    if servers.len() < hellos.len() {
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let infos = ask_every_master(conn, info).await?;
+        servers.extend(
+            infos
+                .iter()
+                .filter_map(text)
+                .filter_map(|info| Server::from_info(&info)),
+        );
+    }
+    let servers = servers
+        .into_iter()
         .map(Server::supported)
         .collect::<Result<Vec<_>>>()?;
     Ok(oldest(servers))
+}
+
+/// Each master's reply to `cmd` (an error reply among them); none when the command failed
+/// as a whole other than by the cluster being unreachable.
+async fn ask_every_master(conn: &mut ClusterConnection, cmd: redis::Cmd) -> Result<Vec<Value>> {
+    let every_master = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+    match conn.route_command(cmd, every_master).await {
+        // One reply per master, keyed by its address.
+        Ok(Value::Map(by_master)) => Ok(by_master.into_iter().map(|(_, reply)| reply).collect()),
+        Ok(_) => Ok(Vec::new()),
+        Err(e) if is_unreachable(&e) => Err(e.into()),
+        Err(_) => Ok(Vec::new()),
+    }
 }
 
 /// The oldest of `servers`: what every one of them can do.
@@ -188,26 +210,17 @@ pub(crate) fn oldest(servers: impl IntoIterator<Item = Server>) -> Option<Server
     servers.into_iter().min_by_key(|server| server.version)
 }
 
-/// The error for a server without `HELLO`, naming its version when `INFO` does.
-async fn without_hello<C: ConnectionLike>(conn: &mut C) -> Error {
-    let info = redis::cmd("INFO")
+/// The server as `INFO server` names it, for a server whose `HELLO` said nothing.
+async fn from_info<C: ConnectionLike>(conn: &mut C) -> Result<Option<Server>> {
+    match redis::cmd("INFO")
         .arg("server")
         .query_async::<String>(conn)
-        .await;
-    let server = match info.ok().as_deref().and_then(Server::from_info) {
-        Some(server) => server.to_string(),
-        None => "a server without HELLO (older than Redis 6.0)".to_owned(),
-    };
-    Error::UnsupportedServer {
-        server,
-        oldest: OLDEST_SUPPORTED,
+        .await
+    {
+        Ok(info) => Ok(Server::from_info(&info)),
+        Err(e) if is_unreachable(&e) => Err(e.into()),
+        Err(_) => Ok(None),
     }
-}
-
-fn is_unknown_command(e: &RedisError) -> bool {
-    e.to_string()
-        .to_ascii_lowercase()
-        .contains("unknown command")
 }
 
 fn is_unreachable(e: &RedisError) -> bool {
@@ -285,11 +298,14 @@ mod tests {
     }
 
     #[test]
-    fn info_names_a_server_without_hello() {
-        let info = "# Server\r\nredis_version:5.0.14\r\nredis_mode:standalone\r\n";
+    fn info_names_a_server_whose_hello_says_nothing() {
+        let info = "# Server\r\nredis_version:6.0.16\r\nredis_mode:standalone\r\n";
         let server = Server::from_info(info).expect("parsed");
-        assert_eq!(server.to_string(), "Redis 5.0.14");
+        assert_eq!(server.to_string(), "Redis 6.0.16");
         assert!(server.supported().is_err());
+        let valkey = "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\n";
+        let server = Server::from_info(valkey).expect("parsed");
+        assert_eq!(server.to_string(), "Valkey 8.1.8");
         assert_eq!(Version::parse("7.2"), Some(Version(7, 2, 0)));
         assert_eq!(Version::parse("8.1.8-rc1"), Some(Version(8, 1, 8)));
     }
