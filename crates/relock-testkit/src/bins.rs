@@ -82,14 +82,22 @@ pub fn version_of(path: &Path) -> Result<String, String> {
 ///
 /// As [`server_version`].
 pub fn server_has_sharded_pubsub() -> bool {
-    let version = server_version();
-    let major = version
+    server_version().starts_with("Valkey") || server_release() >= (7, 0)
+}
+
+/// The major and minor version of the server under test: `(6, 2)` for `Redis 6.2.14`.
+///
+/// # Panics
+///
+/// As [`server_version`].
+pub fn server_release() -> (u32, u32) {
+    let mut numbers = server_version()
         .split(' ')
         .nth(1)
-        .and_then(|v| v.split('.').next())
-        .and_then(|m| m.parse::<u32>().ok())
-        .unwrap_or(0);
-    version.starts_with("Valkey") || major >= 7
+        .unwrap_or_default()
+        .split('.')
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
 }
 
 /// `Redis 6.2.14` from `Redis server v=6.2.14 sha=…`, `Valkey 8.1.8` from

@@ -44,7 +44,8 @@ mod server;
 mod tls;
 
 pub use bins::{
-    redis_cli_path, redis_server_path, server_has_sharded_pubsub, server_version, version_of,
+    redis_cli_path, redis_server_path, server_has_sharded_pubsub, server_release, server_version,
+    version_of,
 };
 pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;

@@ -448,3 +448,22 @@ async fn f18_an_evicting_memory_policy_is_reported() {
         .expect("read");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// On the suite's servers (6.2 and later) this checks that connecting is allowed; run against
+/// an older one (`RELOCK_SERVER_DIR` with a Redis 5 or 6.0 built from source) it checks the
+/// refusal.
+#[tokio::test]
+async fn f19_a_server_older_than_redis_6_2_is_refused_at_connect() {
+    let server = RedisServer::start();
+    let version = relock_testkit::server_version();
+    let too_old = version.starts_with("Redis") && relock_testkit::server_release() < (6, 2);
+    match relock::Client::connect(server.url().as_str()).await {
+        Err(Error::UnsupportedServer { server, oldest }) => {
+            assert!(too_old, "{version} refused as {server}");
+            assert_eq!(server, version, "names the server found");
+            assert_eq!(oldest, "Redis 6.2");
+        }
+        Ok(_) => assert!(!too_old, "{version} accepted"),
+        Err(other) => panic!("{version}: {other:?}"),
+    }
+}
