@@ -319,14 +319,16 @@ async fn grants_wait_for_the_replica_of_their_slot() {
         .await
         .expect("connect");
     let names = blocking(|| names_on_every_master(&cluster, "acked"));
+    // A replica acknowledges writes only some time after its sync: up to seconds on Valkey 8.
     for name in &names {
-        let guard = a
-            .mutex(name)
-            .expect("name")
-            .lock()
-            .await
-            .expect("acknowledged");
-        guard.unlock().await.expect("unlock");
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            match a.mutex(name).expect("name").lock().await {
+                Ok(guard) => break guard.unlock().await.expect("unlock"),
+                Err(Error::NotReplicated { .. }) if Instant::now() < deadline => {}
+                Err(e) => panic!("not acknowledged within {LIMIT:?}: {e:?}"),
+            }
+        }
     }
     // With the replica of the first name's slot paused, only that name's grants go
     // unacknowledged: the WAIT went to that slot's master, not to any other.
