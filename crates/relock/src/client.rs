@@ -144,7 +144,12 @@ impl Client {
         let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
         check_access(&mut manager).await?;
         let server = server::read(&mut manager).await?;
-        Client::assemble(Conn::Single(manager), Source::Single(redis), server, options)
+        Client::assemble(
+            Conn::Single(manager),
+            Source::Single(redis),
+            server,
+            options,
+        )
     }
 
     /// Connects to the server an existing [`redis::Client`] is configured for, so that a
