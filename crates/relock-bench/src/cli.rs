@@ -107,8 +107,8 @@ async fn run(scenario: Scenario, settings: &Settings) -> Result<()> {
     let output = Output::new(&settings.out)?;
     let run = settings.run_info.clone();
     println!(
-        "relock-bench {} on {} cores ({}), Redis {}, commit {}",
-        run.date, run.cores, run.cpu_model, run.redis_version, run.git_commit
+        "relock-bench {} on {} cores ({}), {}, commit {}",
+        run.date, run.cores, run.cpu_model, run.server, run.git_commit
     );
     let all = scenario == Scenario::All;
     if all || scenario == Scenario::Uncontended {

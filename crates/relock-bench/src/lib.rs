@@ -69,13 +69,15 @@ impl Settings {
             out,
             peers_dir,
             peers: Vec::new(),
-            run_info: RunInfo::collect(redis_server_version()),
+            run_info: RunInfo::collect(server_version()),
         }
     }
 }
 
-/// The version `redis-server --version` reports, or `unknown`.
-pub fn redis_server_version() -> String {
+/// The server the bench starts (`REDIS_SERVER`, else `redis-server`), as its `--version`
+/// names it: `Redis 7.0.15` from `Redis server v=7.0.15 …`, `Valkey 8.1.8` from
+/// `Valkey server v=8.1.8 …`; `unknown` when it does not say.
+pub fn server_version() -> String {
     let program = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
     std::process::Command::new(program)
         .arg("--version")
@@ -83,8 +85,10 @@ pub fn redis_server_version() -> String {
         .ok()
         .and_then(|out| String::from_utf8(out.stdout).ok())
         .and_then(|text| {
-            text.split_whitespace()
-                .find_map(|w| w.strip_prefix("v=").map(str::to_owned))
+            let mut words = text.split_whitespace();
+            let product = words.next()?;
+            let version = words.find_map(|w| w.strip_prefix("v="))?;
+            Some(format!("{product} {version}"))
         })
         .unwrap_or_else(|| "unknown".to_owned())
 }

@@ -15,20 +15,21 @@ pub struct RunInfo {
     pub cores: usize,
     /// The CPU model from `/proc/cpuinfo`.
     pub cpu_model: String,
-    /// The `redis-server` version measured against.
-    pub redis_version: String,
+    /// The server measured against, as its `--version` names it: `Redis 7.0.15`,
+    /// `Valkey 8.1.8`.
+    pub server: String,
     /// `git rev-parse HEAD` of the tree the bench was built from, or `unknown`.
     pub git_commit: String,
 }
 
 impl RunInfo {
-    /// Describes this machine now, with the given Redis version.
-    pub fn collect(redis_version: String) -> RunInfo {
+    /// Describes this machine now, with the given server.
+    pub fn collect(server: String) -> RunInfo {
         RunInfo {
             date: utc_now(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model: cpu_model(),
-            redis_version,
+            server,
             git_commit: git_commit(),
         }
     }

@@ -149,12 +149,12 @@ impl Output {
     /// [`Error::Io`], [`Error::Json`] or [`Error::Chart`] when a file cannot be written.
     pub fn publish<T: Serialize>(&self, report: &Report<T>, charts: &[Chart]) -> Result<()> {
         let mut markdown = format!(
-            "# {}\n\n{} on {} cores ({}), Redis {}, commit {}\n\n",
+            "# {}\n\n{} on {} cores ({}), {}, commit {}\n\n",
             report.scenario,
             report.run.date,
             report.run.cores,
             report.run.cpu_model,
-            report.run.redis_version,
+            report.run.server,
             report.run.git_commit
         );
         for (title, table) in &report.tables {

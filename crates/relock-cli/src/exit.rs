@@ -8,7 +8,8 @@
 
 /// Done (`run`: the command exited 0).
 pub const SUCCESS: u8 = 0;
-/// Bad usage: an unknown flag, a malformed duration or URL, a missing `--force`.
+/// Bad usage: an unknown flag, a malformed duration or URL, a missing `--force`, a server older
+/// than relock supports.
 pub const USAGE: u8 = 64;
 /// Redis answered with an error relock did not expect.
 pub const SOFTWARE: u8 = 70;

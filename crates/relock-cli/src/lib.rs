@@ -343,7 +343,10 @@ impl From<relock::Error> for Failure {
     fn from(err: relock::Error) -> Self {
         use relock::Error as E;
         let code = match &err {
-            E::InvalidName { .. } | E::InvalidOption { .. } | E::Unsupported { .. } => exit::USAGE,
+            E::InvalidName { .. }
+            | E::InvalidOption { .. }
+            | E::Unsupported { .. }
+            | E::UnsupportedServer { .. } => exit::USAGE,
             E::Held { .. } => exit::HELD,
             E::Timeout { .. } => exit::TIMEOUT,
             E::NotHeld { .. } => exit::LOST,

@@ -1,4 +1,4 @@
-//! Real `redis-server` processes for relock's tests.
+//! Real `redis-server` (or `valkey-server`) processes for relock's tests.
 //!
 //! Everything here drives genuine server binaries: no mocks, no in-process
 //! fakes. A [`RedisServer`] owns a child process, a private temporary
@@ -23,6 +23,11 @@
 //! assert_eq!(server.cli(&["GET", "k"]), "v");
 //! ```
 //!
+//! The server under test is Debian's `redis-server` on the `PATH` unless the environment
+//! chooses another: `RELOCK_SERVER_DIR` (Redis 6.2 or Valkey 8 as `cargo xtask setup` fetches
+//! them), or `RELOCK_REDIS_SERVER` and `RELOCK_REDIS_CLI`; see [`redis_server_path`].
+//! [`server_version`] says which it is, [`tls_support`] whether it speaks TLS.
+//!
 //! Only Unix is supported: pausing relies on `SIGSTOP`/`SIGCONT`.
 
 #![cfg(unix)]
@@ -40,7 +45,10 @@ mod sentinel;
 mod server;
 mod tls;
 
-pub use bins::{redis_cli_path, redis_server_path};
+pub use bins::{
+    redis_cli_path, redis_server_path, server_has_sharded_pubsub, server_release, server_version,
+    version_of,
+};
 pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;
 pub use options::ServerOptions;
@@ -49,6 +57,7 @@ pub use process::check_no_overlap;
 pub use proxy::Proxy;
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
+pub use tls::tls_support;
 
 /// The URL in the environment variable `var` when it is set and not empty; otherwise a server
 /// made by `start`, returned beside its URL so that the caller decides how long it lives.

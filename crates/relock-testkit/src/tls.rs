@@ -3,13 +3,19 @@
 //! that authority and written into the server's own directory.
 
 use std::fs;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     SanType,
 };
+
+use crate::{free_port, redis_server_path, server_version};
 
 pub(crate) const CA_CERT: &str = "ca.crt";
 pub(crate) const SERVER_CERT: &str = "server.crt";
@@ -63,4 +69,87 @@ pub(crate) fn write_certificates(dir: &Path) {
         fs::write(dir.join(file), pem)
             .unwrap_or_else(|e| panic!("cannot write {file} into {}: {e}", dir.display()));
     }
+}
+
+/// Whether the server under test speaks TLS, and why not when it does not: some builds (the
+/// Redis 6.2 and Valkey 8 that `cargo xtask setup` fetches) are made without it. Probed once
+/// per process by starting the server with a TLS port and the kit's certificates; tests that
+/// need TLS skip themselves with the reason.
+///
+/// # Panics
+///
+/// If the server binary cannot be found or started at all, or a temporary directory cannot be
+/// made.
+pub fn tls_support() -> Result<(), String> {
+    static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
+    SUPPORT.get_or_init(probe_tls).clone()
+}
+
+/// How long the probe waits for the TLS port to open.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Probes on other ports when the chosen one turned out to be taken.
+const PROBE_ATTEMPTS: u32 = 3;
+
+fn probe_tls() -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("relock-tls-probe-")
+        .tempdir()
+        .expect("cannot create a temporary directory for the TLS probe");
+    write_certificates(dir.path());
+    let mut outcome = Err("not probed".to_owned());
+    for _ in 0..PROBE_ATTEMPTS {
+        outcome = probe_tls_on(dir.path(), free_port());
+        if !outcome
+            .as_ref()
+            .is_err_and(|reason| reason.contains("already in use"))
+        {
+            break;
+        }
+    }
+    outcome
+}
+
+/// Starts the server with only a TLS port, on `port`; `Ok` once the port accepts connections,
+/// the server's last words when it exits instead.
+fn probe_tls_on(dir: &Path, port: u16) -> Result<(), String> {
+    let output = dir.join(format!("probe-{port}.log"));
+    let log = fs::File::create(&output).expect("cannot create the TLS probe's log");
+    let file = |name: &str| dir.join(name).display().to_string();
+    let mut child = Command::new(redis_server_path())
+        .args(["--port", "0", "--tls-port", &port.to_string()])
+        .args(["--tls-cert-file", &file(SERVER_CERT)])
+        .args(["--tls-key-file", &file(SERVER_KEY)])
+        .args(["--tls-ca-cert-file", &file(CA_CERT)])
+        .args(["--save", "", "--appendonly", "no"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("cannot share the TLS probe's log"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", redis_server_path().display()));
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let outcome = loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            let said = fs::read_to_string(&output).unwrap_or_default();
+            let last = said.lines().rev().find(|l| !l.trim().is_empty());
+            break Err(format!(
+                "{} has no TLS: {}",
+                server_version(),
+                last.unwrap_or("it exited without a word").trim()
+            ));
+        }
+        if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            break Ok(());
+        }
+        if Instant::now() >= deadline {
+            break Err(format!(
+                "{} did not open its TLS port within {PROBE_TIMEOUT:?}",
+                server_version()
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
 }

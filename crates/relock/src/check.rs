@@ -1,5 +1,6 @@
 //! Reading the server's settings for what can make locks less safe than the guide says:
-//! eviction of keys with an expiry, and no append-only file.
+//! eviction of keys with an expiry, and no append-only file; and what the server's version
+//! costs.
 
 use std::fmt;
 
@@ -20,6 +21,14 @@ pub enum DeploymentWarning {
     /// `appendonly` is off: a restart forgets every lock (snapshots, if any, are older than
     /// the locks that matter). Fences keep rising regardless.
     NoAppendOnlyFile,
+    /// The cluster's masters run a Redis without sharded pub/sub (6.2): every release is
+    /// announced with `PUBLISH`, which the cluster broadcasts to every node, instead of on the
+    /// name's shard only. Locks work the same; each release costs a message on every node.
+    /// Redis 7.0 and Valkey announce on the shard.
+    BroadcastReleases {
+        /// The oldest master's server, such as `Redis 6.2.14`.
+        server: String,
+    },
     /// The settings could not be read, for example because an ACL user may not run
     /// `CONFIG GET`.
     Unreadable {
@@ -38,6 +47,11 @@ impl fmt::Display for DeploymentWarning {
             DeploymentWarning::NoAppendOnlyFile => {
                 write!(f, "appendonly is off: a restart forgets every held lock")
             }
+            DeploymentWarning::BroadcastReleases { server } => write!(
+                f,
+                "{server} has no sharded pub/sub: every release is broadcast to every node of \
+                 the cluster; Redis 7.0 and Valkey announce it on the name's shard only"
+            ),
             DeploymentWarning::Unreadable { reason } => {
                 write!(f, "cannot read the server's settings: {reason}")
             }
@@ -48,7 +62,9 @@ impl fmt::Display for DeploymentWarning {
 impl Client {
     /// Reads the server's memory and persistence settings (`CONFIG GET`) and says which of
     /// them weaken the locks: an eviction policy that may delete lock keys, no append-only
-    /// file. An empty list means neither; it says nothing about replication or clocks (see
+    /// file; and, from the version read at connect, what the server lacks (a cluster of
+    /// Redis 6.2 broadcasts every release). An empty list means none of these; it says nothing
+    /// about replication or clocks (see
     /// [the guide](crate#what-the-lock-guarantees-and-what-it-does-not)).
     ///
     /// On a cluster, the settings of the node the command reaches; on a RedLock client, of the
@@ -78,24 +94,42 @@ impl Client {
     /// # }
     /// ```
     pub async fn deployment_warnings(&self) -> Result<Vec<DeploymentWarning>> {
-        let reply = redis::cmd("CONFIG")
+        // One parameter per `CONFIG GET`: Redis 6.2 takes no more.
+        let reply = redis::pipe()
+            .cmd("CONFIG")
             .arg("GET")
             .arg("maxmemory*")
+            .cmd("CONFIG")
+            .arg("GET")
             .arg("appendonly")
-            .query_async::<Vec<(String, String)>>(&mut self.shared.conn.clone())
+            .query_async::<(Vec<(String, String)>, Vec<(String, String)>)>(
+                &mut self.shared.conn.clone(),
+            )
             .await;
-        let settings = match reply {
-            Ok(settings) => settings,
+        let mut found = self.version_warnings();
+        match reply {
+            Ok((memory, persistence)) => found.extend(warnings(&[memory, persistence].concat())),
             Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
                 return Err(e.into())
             }
-            Err(e) => {
-                return Ok(vec![DeploymentWarning::Unreadable {
-                    reason: e.to_string(),
-                }])
+            Err(e) => found.push(DeploymentWarning::Unreadable {
+                reason: e.to_string(),
+            }),
+        }
+        Ok(found)
+    }
+
+    /// What the server read at connect lacks.
+    fn version_warnings(&self) -> Vec<DeploymentWarning> {
+        let conn = &self.shared.conn;
+        match &self.shared.server {
+            Some(server) if conn.is_sharded() && !conn.announces_sharded() => {
+                vec![DeploymentWarning::BroadcastReleases {
+                    server: server.to_string(),
+                }]
             }
-        };
-        Ok(warnings(&settings))
+            _ => Vec::new(),
+        }
     }
 }
 

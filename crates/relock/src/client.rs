@@ -17,6 +17,7 @@ use crate::notify::{Notifier, Source, Timing};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
+use crate::server::{self, Server};
 use crate::token::random_id;
 
 /// A connection to Redis and the background work every lock made from it shares.
@@ -65,6 +66,9 @@ pub(crate) struct Shared {
     pub(crate) notifier: Arc<Notifier>,
     /// Every hold of every lock made from this client, until a shutdown gives them back.
     pub(crate) holds: Holds,
+    /// The server read at connect: on a cluster its oldest master; `None` when it did not say
+    /// (or, on a RedLock client, when no master answered at connect).
+    pub(crate) server: Option<Server>,
 }
 
 impl Client {
@@ -82,7 +86,9 @@ impl Client {
     ///
     /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
     /// reached; also when Redis refuses the credentials or requires a password the URL lacks,
-    /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart.
+    /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
+    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
+    /// older than 6.2, read from its `HELLO` reply at connect.
     ///
     /// # Cancel safety
     ///
@@ -138,7 +144,13 @@ impl Client {
             .set_number_of_retries(1);
         let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
         check_access(&mut manager).await?;
-        Client::assemble(Conn::Single(manager), Source::Single(redis), options)
+        let server = server::read(&mut manager).await?;
+        Client::assemble(
+            Conn::Single(manager),
+            Source::Single(redis),
+            server,
+            options,
+        )
     }
 
     /// Connects to the server an existing [`redis::Client`] is configured for, so that a
@@ -179,16 +191,22 @@ impl Client {
         Client::connect_with_options(redis.get_connection_info().clone(), options).await
     }
 
-    /// A client over a connection made for some deployment, with its notification source;
-    /// starts the renewal and notification tasks.
-    pub(crate) fn assemble(conn: Conn, source: Source, options: ClientOptions) -> Result<Client> {
-        Client::assemble_quorum(Quorum::single(conn), vec![source], options)
+    /// A client over a connection made for some deployment, with its notification source and
+    /// the server read at connect; starts the renewal and notification tasks.
+    pub(crate) fn assemble(
+        conn: Conn,
+        source: Source,
+        server: Option<Server>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        Client::assemble_quorum(Quorum::single(conn), vec![source], server, options)
     }
 
     /// A client whose leases live on `nodes`, notified through every source.
     pub(crate) fn assemble_quorum(
         nodes: Quorum,
         sources: Vec<Source>,
+        server: Option<Server>,
         options: ClientOptions,
     ) -> Result<Client> {
         observe::describe();
@@ -205,6 +223,7 @@ impl Client {
                 keeper,
                 notifier,
                 holds: Holds::default(),
+                server,
             }),
         })
     }

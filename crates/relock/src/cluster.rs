@@ -1,15 +1,16 @@
 //! Connecting to Redis Cluster: every key of a lock name shares the name's hash tag, so each
 //! script runs on the one master that serves the name's slot, and releases are announced with
-//! sharded pub/sub on that master.
+//! sharded pub/sub on that master (plain pub/sub, broadcast to every node, on Redis 6.2).
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{IntoConnectionInfo, ProtocolVersion};
 
 use crate::client::{addresses, Client};
-use crate::conn::Conn;
+use crate::conn::{Announce, Conn};
 use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
+use crate::server;
 
 impl Client {
     /// Connects to a Redis Cluster with default options. See
@@ -56,7 +57,9 @@ impl Client {
     /// Every primitive works as on one server: a name's keys share its hash tag, so each
     /// operation is one script on the master of the name's slot. The client follows `MOVED`
     /// and `ASK` redirections, so locks survive slot migrations and failovers; waiters
-    /// subscribe with sharded pub/sub (`SSUBSCRIBE`, Redis 7) on the master of each name. A
+    /// subscribe with sharded pub/sub (`SSUBSCRIBE`) on the master of each name. On Redis 6.2,
+    /// which has no sharded pub/sub, releases are announced with `PUBLISH`, which the cluster
+    /// broadcasts to every node (see [`DeploymentWarning::BroadcastReleases`](crate::DeploymentWarning::BroadcastReleases)). A
     /// [`MultiMutex`](crate::MultiMutex) over names of several slots takes them slot by slot
     /// (see its documentation), and the batch renewal sends one script per slot. See
     /// [the guide](crate#deployments) for what each deployment guarantees.
@@ -69,7 +72,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
     /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
-    /// be reached.
+    /// be reached; [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when a master
+    /// runs a Redis older than 6.2.
     ///
     /// # Cancel safety
     ///
@@ -98,13 +102,21 @@ impl Client {
         T: IntoConnectionInfo,
     {
         let (commands, nodes) = cluster_nodes(nodes, &options)?;
-        let conn = commands.get_async_connection().await?;
+        let mut conn = commands.get_async_connection().await?;
+        let server = server::read_cluster(&mut conn).await?;
+        // A server that does not say its version is taken to be a current one.
+        let announce = match &server {
+            Some(server) if !server.has_sharded_pubsub() => Announce::Broadcast,
+            _ => Announce::Sharded,
+        };
         Client::assemble(
-            Conn::Cluster(conn),
+            Conn::Cluster(conn, announce),
             Source::Cluster(ClusterSource {
                 nodes,
                 options: options.clone(),
+                announce,
             }),
+            server,
             options,
         )
     }
@@ -126,14 +138,20 @@ where
 }
 
 /// What the notification task needs to open its own cluster connection, which receives the
-/// sharded messages (RESP3 pushes) of every master.
+/// messages (RESP3 pushes) of every master.
 #[derive(Clone)]
 pub(crate) struct ClusterSource {
     nodes: Vec<redis::ConnectionInfo>,
     options: ClientOptions,
+    announce: Announce,
 }
 
 impl ClusterSource {
+    /// How releases are announced, so how waiters subscribe.
+    pub(crate) fn announce(&self) -> Announce {
+        self.announce
+    }
+
     /// A client whose connections deliver pushes to `pushes`.
     pub(crate) fn client(
         &self,

@@ -18,14 +18,29 @@ pub(crate) enum Conn {
     /// The master of a Sentinel deployment, followed across failovers.
     Sentinel(SentinelConn),
     /// A Redis Cluster: each command goes to the master of its first key's slot.
-    Cluster(ClusterConnection),
+    Cluster(ClusterConnection, Announce),
+}
+
+/// How a cluster announces releases, chosen once at connect by its masters' version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Announce {
+    /// Sharded pub/sub (`SPUBLISH`): on the master of the name's slot only.
+    Sharded,
+    /// Plain pub/sub (`PUBLISH`), which a cluster broadcasts to every node: Redis 6.2 has
+    /// nothing else.
+    Broadcast,
 }
 
 impl Conn {
-    /// Whether the deployment shards keys over several masters, so that scripts announce
-    /// releases with sharded pub/sub (`SPUBLISH`).
+    /// Whether the deployment shards keys over several masters.
     pub(crate) fn is_sharded(&self) -> bool {
-        matches!(self, Conn::Cluster(_))
+        matches!(self, Conn::Cluster(..))
+    }
+
+    /// Whether releases are announced with sharded pub/sub (`SPUBLISH`), and waiters
+    /// subscribe with `SSUBSCRIBE`.
+    pub(crate) fn announces_sharded(&self) -> bool {
+        matches!(self, Conn::Cluster(_, Announce::Sharded))
     }
 
     /// The shard a key lives on, for deployments that shard: keys of one shard may go into
@@ -51,7 +66,7 @@ impl Conn {
             Conn::Sentinel(conn) => conn.wait(&wait).await,
             // The cluster keeps one connection per node, so the WAIT follows the grant's
             // writes on the same connection to the same master.
-            Conn::Cluster(conn) => {
+            Conn::Cluster(conn, _) => {
                 let master = Route::with_key(routing_key, SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
                 let reply = conn.route_command(wait, routing).await?;
@@ -68,7 +83,7 @@ impl Conn {
     /// Every key matching the `SCAN MATCH` pattern `matcher`, on every master of the
     /// deployment. A key may be listed more than once.
     pub(crate) async fn scan_keys(&mut self, matcher: &[u8]) -> RedisResult<Vec<Vec<u8>>> {
-        let Conn::Cluster(conn) = self else {
+        let Conn::Cluster(conn, _) = self else {
             return scan_node(self, matcher, None).await;
         };
         let nodes: String = conn
@@ -103,7 +118,7 @@ async fn scan_node(
             .arg("COUNT")
             .arg(SCAN_COUNT);
         let (next, batch): (u64, Vec<Vec<u8>>) = match (&mut *conn, &at) {
-            (Conn::Cluster(cluster), Some(at)) => {
+            (Conn::Cluster(cluster, _), Some(at)) => {
                 let routing = RoutingInfo::SingleNode(at.clone());
                 FromRedisValue::from_redis_value(cluster.route_command(scan, routing).await?)?
             }
@@ -153,7 +168,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.req_packed_command(cmd),
             Conn::Sentinel(conn) => conn.req_packed_command(cmd),
-            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn, _) => conn.req_packed_command(cmd),
         }
     }
 
@@ -166,7 +181,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
             Conn::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
-            Conn::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(conn, _) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -174,7 +189,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(conn) => conn.get_db(),
             Conn::Sentinel(conn) => conn.get_db(),
-            Conn::Cluster(conn) => conn.get_db(),
+            Conn::Cluster(conn, _) => conn.get_db(),
         }
     }
 }

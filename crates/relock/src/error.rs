@@ -102,6 +102,14 @@ pub enum Error {
         /// How many were asked for.
         wanted: usize,
     },
+    /// The server is older than the oldest one relock supports and is tested on (Redis 6.2;
+    /// every Valkey is supported). Returned when connecting, before any lock is taken on it.
+    UnsupportedServer {
+        /// The server found, such as `Redis 6.0.16`.
+        server: String,
+        /// The oldest server supported.
+        oldest: &'static str,
+    },
     /// A [`blocking`](crate::blocking) call was made inside a tokio runtime, where blocking
     /// would stall the runtime's threads: use the async API there.
     BlockingInAsync,
@@ -267,6 +275,12 @@ impl fmt::Display for Error {
                 "lock {name:?} was granted but only {acknowledged} of {wanted} replicas \
                  acknowledged it in time; released it again"
             ),
+            Error::UnsupportedServer { server, oldest } => {
+                write!(
+                    f,
+                    "{server} is not supported: relock needs {oldest} or newer"
+                )
+            }
             Error::BlockingInAsync => {
                 f.write_str("a blocking lock call was made inside an async runtime")
             }

@@ -520,9 +520,9 @@ impl Client {
         }
         pipe.pttl(&key);
         let channels: Vec<Vec<u8>> = kind.wake_suffixes().iter().map(|s| keys.key(s)).collect();
-        // On a cluster, waiters subscribe with sharded pub/sub on the master of the name's slot,
-        // the node this pipeline goes to.
-        let numsub = if self.shared.conn.is_sharded() {
+        // On a cluster, waiters subscribe on the master of the name's slot, the node this
+        // pipeline goes to: with sharded pub/sub where the servers have it.
+        let numsub = if self.shared.conn.announces_sharded() {
             "SHARDNUMSUB"
         } else {
             "NUMSUB"

@@ -30,6 +30,7 @@ mod rwlock;
 mod scripts;
 mod semaphore;
 mod sentinel;
+mod server;
 mod token;
 
 pub use check::DeploymentWarning;

@@ -37,6 +37,7 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::ClusterSource;
+use crate::conn::Announce;
 use crate::options::ClientOptions;
 use crate::sentinel::SentinelConn;
 
@@ -346,7 +347,8 @@ pub(crate) enum Source {
     /// The master of a Sentinel deployment, asked for at every connect so that waiters
     /// follow a failover.
     Sentinel(SentinelConn),
-    /// A Redis Cluster: sharded subscriptions, each on the master of its channel's slot.
+    /// A Redis Cluster: subscriptions each on the master of its channel's slot, sharded where
+    /// the servers have sharded pub/sub.
     Cluster(ClusterSource),
 }
 
@@ -399,11 +401,13 @@ enum Link {
         sink: PubSubSink,
         messages: PubSubStream,
     },
-    /// A cluster connection with sharded subscriptions, its messages arriving as RESP3
-    /// pushes. It reconnects to each node and resubscribes by itself.
+    /// A cluster connection, its messages arriving as RESP3 pushes. It reconnects to each node
+    /// and resubscribes by itself. Its subscriptions are sharded unless the cluster announces
+    /// releases by broadcast.
     Cluster {
         conn: ClusterConnection,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
+        announce: Announce,
     },
 }
 
@@ -541,7 +545,11 @@ async fn open(source: &Source) -> Option<Link> {
         Source::Cluster(source) => {
             let (tx, pushes) = mpsc::unbounded_channel();
             let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
-            Link::Cluster { conn, pushes }
+            Link::Cluster {
+                conn,
+                pushes,
+                announce: source.announce(),
+            }
         }
     })
 }
@@ -557,7 +565,17 @@ async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     let subscribed = match &mut conn.link {
         Link::Plain { sink, .. } => within(conn.reply_within, sink.subscribe(channel)).await,
-        Link::Cluster { conn, .. } => conn.ssubscribe(channel).await.is_ok(),
+        Link::Cluster {
+            conn,
+            announce: Announce::Sharded,
+            ..
+        } => conn.ssubscribe(channel).await.is_ok(),
+        // Routed by the channel's name, like a key: to the master of the name's slot.
+        Link::Cluster {
+            conn,
+            announce: Announce::Broadcast,
+            ..
+        } => conn.subscribe(channel).await.is_ok(),
     };
     if !subscribed {
         return false;
@@ -573,7 +591,16 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     match &mut conn.link {
         Link::Plain { sink, .. } => within(conn.reply_within, sink.unsubscribe(channel)).await,
-        Link::Cluster { conn, .. } => conn.sunsubscribe(channel).await.is_ok(),
+        Link::Cluster {
+            conn,
+            announce: Announce::Sharded,
+            ..
+        } => conn.sunsubscribe(channel).await.is_ok(),
+        Link::Cluster {
+            conn,
+            announce: Announce::Broadcast,
+            ..
+        } => conn.unsubscribe(channel).await.is_ok(),
     }
 }
 
@@ -641,7 +668,9 @@ async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
 fn cluster_event(push: PushInfo) -> Option<Event> {
     let mut data = push.data.into_iter().map(bytes_of);
     match push.kind {
-        PushKind::SMessage => Some(Event::Message(data.next()??, data.next()??)),
+        PushKind::SMessage | PushKind::Message => {
+            Some(Event::Message(data.next()??, data.next()??))
+        }
         PushKind::SUnsubscribe => Some(Event::Unsubscribed(data.next()??)),
         PushKind::Disconnection => Some(Event::Interrupted),
         _ => None,

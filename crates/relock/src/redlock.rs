@@ -19,6 +19,7 @@ use crate::lease::{valid_until, LeaseState, Lost};
 use crate::notify::Source;
 use crate::options::ClientOptions;
 use crate::quorum::Quorum;
+use crate::server::{self, Server};
 use crate::token::{Fence, OwnerToken};
 
 impl Client {
@@ -68,7 +69,8 @@ impl Client {
     /// Each master is sent one `PING` when the client is built, waiting at most the
     /// [`node_timeout`](ClientOptions::node_timeout): a master that refuses the credentials
     /// fails the connect, and one that is down costs that wait and its vote, nothing else; its
-    /// connection is opened again in the background. Only [`Mutex`](crate::Mutex) is offered: the
+    /// connection is opened again in the background. The masters that answer are also asked
+    /// their version, within one more node timeout. Only [`Mutex`](crate::Mutex) is offered: the
     /// other primitives and the inspection calls return [`Error::Unsupported`].
     ///
     /// Each request goes to every master at once and waits at most
@@ -90,7 +92,9 @@ impl Client {
     /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
     /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
     /// [`Error::Redis`] for a malformed URL, or when a master refuses the credentials or
-    /// requires a password the URL lacks ([`Error::is_auth_failure`]).
+    /// requires a password the URL lacks ([`Error::is_auth_failure`]);
+    /// [`Error::UnsupportedServer`] when a master that answers at connect is a Redis older
+    /// than 6.2.
     ///
     /// # Cancel safety
     ///
@@ -127,14 +131,40 @@ impl Client {
             sources.push(Source::Single(redis));
         }
         check_masters_access(&nodes, options.node_timeout).await?;
+        let server = oldest_master(&nodes, options.node_timeout).await?;
         let Some(quorum) = Quorum::of(nodes, options.node_timeout) else {
             return Err(Error::InvalidOption {
                 option: "masters",
                 reason: "RedLock needs at least one master".into(),
             });
         };
-        Client::assemble_quorum(quorum, sources, options)
+        Client::assemble_quorum(quorum, sources, server, options)
     }
+}
+
+/// The oldest server among the masters that answer within the node timeout, each refused
+/// when too old. A master that is down or slow now is not waited for: it costs its vote, not
+/// the connect.
+async fn oldest_master(nodes: &[Conn], node_timeout: Duration) -> Result<Option<Server>> {
+    let reads: Vec<_> = nodes
+        .iter()
+        .map(|conn| {
+            let mut conn = conn.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(node_timeout, server::read(&mut conn)).await
+            })
+        })
+        .collect();
+    let mut servers = Vec::new();
+    for read in reads {
+        match read.await {
+            Ok(Ok(Ok(Some(server)))) => servers.push(server),
+            Ok(Ok(Err(too_old @ Error::UnsupportedServer { .. }))) => return Err(too_old),
+            // Down, slow, or silent about its version.
+            _ => {}
+        }
+    }
+    Ok(server::oldest(servers))
 }
 
 /// The client of each master, with the options checked: all that

@@ -40,7 +40,8 @@ pub(crate) use announcing_script;
 
 /// A script that announces releases on a wake channel, built twice: with `PUBLISH` for one
 /// server, and with `SPUBLISH` (sharded pub/sub) for a cluster, where a plain `PUBLISH` would be
-/// broadcast to every node while only the channel's shard has subscribers. The Lua source calls
+/// broadcast to every node while only the channel's shard has subscribers. A cluster of Redis
+/// 6.2, which has no `SPUBLISH`, pays that broadcast. The Lua source calls
 /// `redis.call(PUBLISH, channel, payload)`; the local `PUBLISH` is set in front of it.
 pub(crate) struct Announcing {
     plain: Script,
@@ -57,7 +58,7 @@ impl Announcing {
 
     /// The variant for the deployment behind `conn`.
     pub(crate) fn on(&self, conn: &Conn) -> &Script {
-        if conn.is_sharded() {
+        if conn.announces_sharded() {
             &self.sharded
         } else {
             &self.plain

@@ -13,6 +13,7 @@ use crate::conn::Conn;
 use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
+use crate::server;
 
 pub(crate) use master::SentinelConn;
 
@@ -107,7 +108,9 @@ impl Client {
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an empty list of sentinels;
     /// [`Error::Redis`](crate::Error::Redis) when an address is malformed, no sentinel answers,
-    /// none names a master for `service_name`, or the master cannot be reached.
+    /// none names a master for `service_name`, or the master cannot be reached;
+    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the master is a Redis
+    /// older than 6.2.
     ///
     /// # Cancel safety
     ///
@@ -156,7 +159,9 @@ impl Client {
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
     /// sentinels; [`Error::Redis`](crate::Error::Redis) as for [`Client::connect_sentinel`],
-    /// and when the master refuses the credentials.
+    /// and when the master refuses the credentials;
+    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) as for
+    /// [`Client::connect_sentinel`].
     ///
     /// # Cancel safety
     ///
@@ -187,9 +192,11 @@ impl Client {
             resolve_timeout(&options),
         )
         .await?;
+        let server = server::read(&mut conn.clone()).await?;
         Client::assemble(
             Conn::Sentinel(conn.clone()),
             Source::Sentinel(conn),
+            server,
             options,
         )
     }

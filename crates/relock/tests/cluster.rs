@@ -1,10 +1,11 @@
 //! Redis Cluster against real processes: three masters and their replicas. Every primitive on
-//! names spread over the masters, waiters woken by sharded announcements, batch renewal across
-//! slots, and locks held through a manual failover and through a slot migration.
+//! names spread over the masters, waiters woken by announcements (sharded, or broadcast where
+//! the server has no sharded pub/sub), batch renewal across slots, and locks held through a
+//! manual failover and through a slot migration.
 
 use std::time::{Duration, Instant};
 
-use relock::{Client, ClientOptions, Error, Lease, MutexOptions};
+use relock::{Client, ClientOptions, DeploymentWarning, Error, Lease, MutexOptions};
 use relock_testkit::RedisCluster;
 
 /// Long enough that a waiter woken in time was woken by a release announcement.
@@ -318,14 +319,16 @@ async fn grants_wait_for_the_replica_of_their_slot() {
         .await
         .expect("connect");
     let names = blocking(|| names_on_every_master(&cluster, "acked"));
+    // A replica acknowledges writes only some time after its sync: up to seconds on Valkey 8.
     for name in &names {
-        let guard = a
-            .mutex(name)
-            .expect("name")
-            .lock()
-            .await
-            .expect("acknowledged");
-        guard.unlock().await.expect("unlock");
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            match a.mutex(name).expect("name").lock().await {
+                Ok(guard) => break guard.unlock().await.expect("unlock"),
+                Err(Error::NotReplicated { .. }) if Instant::now() < deadline => {}
+                Err(e) => panic!("not acknowledged within {LIMIT:?}: {e:?}"),
+            }
+        }
     }
     // With the replica of the first name's slot paused, only that name's grants go
     // unacknowledged: the WAIT went to that slot's master, not to any other.
@@ -401,5 +404,27 @@ async fn inspection_and_forced_release_cover_every_master() {
     taken.unlock().await.expect("unlock");
     for guard in guards {
         let _ = guard.unlock().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_sharded_pubsub_is_warned_that_releases_are_broadcast() {
+    let cluster = blocking(RedisCluster::start);
+    let c = client(&cluster).await;
+    let warnings = c.deployment_warnings().await.expect("warnings");
+    let broadcast: Vec<String> = warnings
+        .iter()
+        .filter(|w| matches!(w, DeploymentWarning::BroadcastReleases { .. }))
+        .map(ToString::to_string)
+        .collect();
+    let server = relock_testkit::server_version();
+    if relock_testkit::server_has_sharded_pubsub() {
+        assert!(broadcast.is_empty(), "{server}: {warnings:?}");
+    } else {
+        assert_eq!(broadcast.len(), 1, "{server}: {warnings:?}");
+        assert!(
+            broadcast[0].contains(server),
+            "names the server: {broadcast:?}"
+        );
     }
 }

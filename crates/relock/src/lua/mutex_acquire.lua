@@ -22,10 +22,11 @@ local function leave_waiters()
   end
 end
 
--- The list outlives its longest place; GT cannot set a first expiry.
+-- The list outlives its longest place: only lengthen its expiry (PTTL is -1
+-- for a list that has none yet). Not PEXPIRE GT/NX, which Redis 6.2 lacks.
 local function outlive(key, place)
-  if redis.call('PEXPIRE', key, place, 'GT') == 0 then
-    redis.call('PEXPIRE', key, place, 'NX')
+  if redis.call('PTTL', key) < place then
+    redis.call('PEXPIRE', key, place)
   end
 end
 
