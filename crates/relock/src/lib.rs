@@ -1,4 +1,4 @@
-#![doc = include_str!("../../../docs/guide.md")]
+#![doc = include_str!("../docs/guide.md")]
 
 pub mod blocking;
 mod check;
@@ -50,16 +50,16 @@ pub use token::Fence;
 pub mod topics {
     /// TLS, an ACL user with only the commands relock sends, and how tokens, names and
     /// scripts are kept apart.
-    #[doc = include_str!("../../../docs/security.md")]
+    #[doc = include_str!("../docs/security.md")]
     pub mod security {}
 
     /// Bad input and faults, each with its outcome and the test that checks it.
-    #[doc = include_str!("../../../docs/faults.md")]
+    #[doc = include_str!("../docs/faults.md")]
     pub mod faults {}
 
     /// Spans and metrics of the `tracing` and `metrics` features: what each means, its labels
     /// and units, how to wire them up and what to alert on.
-    #[doc = include_str!("../../../docs/observability.md")]
+    #[doc = include_str!("../docs/observability.md")]
     pub mod observability {}
 }
 

@@ -140,7 +140,7 @@ impl Client {
     }
 }
 
-#[doc = include_str!("../../../docs/rwlock.md")]
+#[doc = include_str!("../docs/rwlock.md")]
 ///
 /// # Examples
 ///

@@ -84,7 +84,7 @@ const OVER_TOTAL: &str = "RELOCK_TOTAL";
 /// # }
 /// ```
 ///
-#[doc = include_str!("../../../docs/semaphore.md")]
+#[doc = include_str!("../docs/semaphore.md")]
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,
