@@ -162,10 +162,9 @@ async fn wait_for_grant<R: Resource>(
         }
         let wake_at = now + nap(resource.shared().options.wake_fallback, remaining);
         let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-        woken_by = tokio::select! {
-            waiter = waiters.woken() => waiter,
-            () = tokio::time::sleep_until(wake_at) => None,
-        };
+        woken_by = tokio::time::timeout_at(wake_at, waiters.woken())
+            .await
+            .unwrap_or(None);
     }
 }
 

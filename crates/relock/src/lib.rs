@@ -1,5 +1,7 @@
 #![doc = include_str!("../docs/guide.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "blocking")]
 pub mod blocking;
 mod check;
 mod client;
@@ -7,8 +9,10 @@ mod cluster;
 mod conn;
 mod error;
 mod fair;
-// Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API.
-#[cfg(feature = "fuzzing")]
+// Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API. Always
+// built rather than behind a feature, so that it is no option a user sees, and rather than
+// behind a `--cfg`, so that the test suite's replay of the fuzz targets shares the build of
+// every other test instead of compiling the dependency tree a second time.
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
@@ -22,6 +26,7 @@ mod notify;
 mod observe;
 mod options;
 mod quorum;
+mod race;
 mod redlock;
 mod reentrant;
 mod rwlock;

@@ -20,18 +20,23 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+#[cfg(feature = "cluster")]
 use crate::cluster::ClusterSource;
+use crate::race::{self, Branch};
+#[cfg(feature = "sentinel")]
 use crate::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
@@ -303,8 +308,10 @@ pub(crate) enum Source {
     Single(redis::Client),
     /// The master of a Sentinel deployment, asked for at every connect so that waiters
     /// follow a failover.
+    #[cfg(feature = "sentinel")]
     Sentinel(SentinelConn),
     /// A Redis Cluster: sharded subscriptions, each on the master of its channel's slot.
+    #[cfg(feature = "cluster")]
     Cluster(ClusterSource),
 }
 
@@ -312,8 +319,9 @@ impl Source {
     /// Announcements that the master moved, for the sources that make them.
     fn moves(&self) -> Option<watch::Receiver<u64>> {
         match self {
-            Source::Single(_) | Source::Cluster(_) => None,
+            #[cfg(feature = "sentinel")]
             Source::Sentinel(conn) => Some(conn.moves()),
+            _ => None,
         }
     }
 }
@@ -357,13 +365,16 @@ enum Link {
     },
     /// A cluster connection with sharded subscriptions, its messages arriving as RESP3
     /// pushes. It reconnects to each node and resubscribes by itself.
+    #[cfg(feature = "cluster")]
     Cluster {
         conn: ClusterConnection,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
     },
 }
 
-/// What the connection delivered.
+/// What the connection delivered. Only a cluster connection reports interruptions and ended
+/// subscriptions: a plain one ends its stream instead.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 enum Event {
     /// A release message: its channel and payload.
     Message(Vec<u8>, Vec<u8>),
@@ -388,8 +399,25 @@ async fn run(
         // Reconnect in the background while anyone waits, so that a dropped connection does
         // not leave waiters on their fallback timers for longer than needed.
         let wanted = !lock(&registry).channels.is_empty();
-        tokio::select! {
-            request = requests.recv() => {
+        let reconnect = conn.is_none() && wanted;
+        let step = {
+            let request = pin!(async { Step::Request(requests.recv().await) });
+            let moved = pin!(async {
+                moved(&mut moves).await;
+                Step::Moved
+            });
+            let event = pin!(async { Step::Event(next_event(&mut conn).await) });
+            let retry = pin!(async {
+                if !reconnect {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(backoff).await;
+                Step::Reconnect
+            });
+            race::first([request as Branch<'_, _>, moved, event, retry]).await
+        };
+        match step {
+            Step::Request(request) => {
                 let Some(request) = request else { break };
                 if conn.is_none() {
                     conn = connect(&source).await;
@@ -415,12 +443,12 @@ async fn run(
                     }
                 }
             }
-            () = moved(&mut moves) => {
+            Step::Moved => {
                 // Releases are announced on the new master now.
                 conn = None;
                 wake_everyone(&registry);
             }
-            event = next_event(&mut conn) => match event {
+            Step::Event(event) => match event {
                 Some(Event::Message(channel, payload)) => dispatch(&registry, &channel, &payload),
                 Some(Event::Interrupted) => wake_everyone(&registry),
                 Some(Event::Unsubscribed(channel)) => {
@@ -437,12 +465,13 @@ async fn run(
                     wake_everyone(&registry);
                 }
             },
-            () = tokio::time::sleep(backoff), if conn.is_none() && wanted => {
+            Step::Reconnect => {
                 conn = connect(&source).await;
                 match conn.as_mut() {
                     Some(c) => {
                         backoff = RECONNECT_MIN;
-                        let channels: Vec<Vec<u8>> = lock(&registry).channels.keys().cloned().collect();
+                        let channels: Vec<Vec<u8>> =
+                            lock(&registry).channels.keys().cloned().collect();
                         for channel in channels {
                             if !subscribe(c, &channel).await {
                                 break;
@@ -458,10 +487,24 @@ async fn run(
     }
 }
 
+/// What woke the notification task.
+enum Step {
+    /// A waiter's request, or `None` when the client is gone.
+    Request(Option<Request>),
+    /// The master was announced to have moved.
+    Moved,
+    /// The connection delivered an event, or closed (`None`).
+    Event(Option<Event>),
+    /// Time to try connecting again, for the waiters still registered.
+    Reconnect,
+}
+
 async fn connect(source: &Source) -> Option<Connection> {
     let link = match source {
         Source::Single(client) => plain(client).await?,
+        #[cfg(feature = "sentinel")]
         Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
+        #[cfg(feature = "cluster")]
         Source::Cluster(source) => {
             let (tx, pushes) = mpsc::unbounded_channel();
             let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
@@ -485,6 +528,7 @@ async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     let subscribed = match &mut conn.link {
         Link::Plain { sink, .. } => sink.subscribe(channel).await,
+        #[cfg(feature = "cluster")]
         Link::Cluster { conn, .. } => conn.ssubscribe(channel).await,
     };
     if subscribed.is_err() {
@@ -501,6 +545,7 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     let unsubscribed = match &mut conn.link {
         Link::Plain { sink, .. } => sink.unsubscribe(channel).await,
+        #[cfg(feature = "cluster")]
         Link::Cluster { conn, .. } => conn.sunsubscribe(channel).await,
     };
     unsubscribed.is_ok()
@@ -539,6 +584,7 @@ async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
                 message.get_payload_bytes().to_vec(),
             ))
         }
+        #[cfg(feature = "cluster")]
         Link::Cluster { pushes, .. } => loop {
             let push = pushes.recv().await?;
             if let Some(event) = cluster_event(push) {
@@ -549,6 +595,7 @@ async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
 }
 
 /// The event a cluster push means, if it concerns the waiters.
+#[cfg(feature = "cluster")]
 fn cluster_event(push: PushInfo) -> Option<Event> {
     let mut data = push.data.into_iter().map(bytes_of);
     match push.kind {
@@ -559,6 +606,7 @@ fn cluster_event(push: PushInfo) -> Option<Event> {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn bytes_of(value: Value) -> Option<Vec<u8>> {
     match value {
         Value::BulkString(bytes) => Some(bytes),
