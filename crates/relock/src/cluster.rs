@@ -1,7 +1,7 @@
 //! Connecting to Redis Cluster: every key of a lock name shares the name's hash tag, so each
 //! script runs on the one master that serves the name's slot, and releases are announced with
 //! sharded pub/sub on that master. Without the `cluster` feature the constructors stay, and
-//! refuse with [`Error::Unsupported`].
+//! refuse with [`Error::Unsupported`](crate::Error::Unsupported).
 
 #[cfg(not(feature = "cluster"))]
 use std::convert::Infallible;
@@ -80,7 +80,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
     /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
-    /// be reached; [`Error::Unsupported`] when relock was built without its `cluster` feature.
+    /// be reached; [`Error::Unsupported`](crate::Error::Unsupported) when relock was built without
+    /// its `cluster` feature.
     ///
     /// # Cancel safety
     ///
