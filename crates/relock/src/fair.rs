@@ -53,6 +53,7 @@ static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
 /// # }
 /// ```
 ///
+#[doc = include_str!("../docs/rustdoc-links.md")]
 #[doc = include_str!("../docs/fair.md")]
 #[derive(Clone)]
 pub struct FairMutex {

@@ -1,3 +1,7 @@
+// Every long-form doc is read after docs/rustdoc-links.md. The first definition of a link
+// wins, so rustdoc resolves [`Mutex`] and the like as intra-doc links, while GitHub, which
+// shows the .md file alone, follows the docs.rs links defined at the file's end.
+#![doc = include_str!("../docs/rustdoc-links.md")]
 #![doc = include_str!("../docs/guide.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -55,15 +59,21 @@ pub use token::Fence;
 pub mod topics {
     /// TLS, an ACL user with only the commands relock sends, and how tokens, names and
     /// scripts are kept apart.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/security.md")]
     pub mod security {}
 
     /// Bad input and faults, each with its outcome and the test that checks it.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/faults.md")]
     pub mod faults {}
 
     /// Spans and metrics of the `tracing` and `metrics` features: what each means, its labels
     /// and units, how to wire them up and what to alert on.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/observability.md")]
     pub mod observability {}
 }

@@ -107,6 +107,7 @@ impl Client {
     /// # }
     /// ```
     ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/redlock.md")]
     pub async fn connect_redlock_with_options<I, T>(
         masters: I,

@@ -140,6 +140,7 @@ impl Client {
     }
 }
 
+#[doc = include_str!("../docs/rustdoc-links.md")]
 #[doc = include_str!("../docs/rwlock.md")]
 ///
 /// # Examples

@@ -84,6 +84,7 @@ const OVER_TOTAL: &str = "RELOCK_TOTAL";
 /// # }
 /// ```
 ///
+#[doc = include_str!("../docs/rustdoc-links.md")]
 #[doc = include_str!("../docs/semaphore.md")]
 #[derive(Clone)]
 pub struct Semaphore {

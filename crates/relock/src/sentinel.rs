@@ -32,6 +32,7 @@ pub(crate) use master::SentinelConn;
 /// How a [`Client`] connected through Sentinel authenticates to the master the sentinels name;
 /// and the guide to Sentinel and to waiting for replicas.
 ///
+#[doc = include_str!("../docs/rustdoc-links.md")]
 #[doc = include_str!("../docs/sentinel.md")]
 ///
 /// # Examples
