@@ -2,10 +2,13 @@
 //!
 //! - `setup`: installs Debian's `redis-server` and `redis-tools` when they are missing;
 //! - `test`: set-up, then formatting, lints, docs and every test of the workspace, lints and
-//!   tests of relock's optional features included;
-//! - `demo`: set-up, then the lottery: five worker processes race to draw at noon.
+//!   tests of relock's optional features included, and the published crates packaged and
+//!   verified;
+//! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
+//! - `package`: set-up, then the last step of `test` alone: the published crates packaged.
 
 mod demo;
+mod package;
 mod setup;
 
 use std::process::{Command, ExitCode};
@@ -16,6 +19,7 @@ fn main() -> ExitCode {
         Some("setup") => setup::ensure_redis(),
         Some("test") => setup::ensure_redis().and_then(|()| test(&args[1..])),
         Some("demo") => setup::ensure_redis().and_then(|()| demo::run()),
+        Some("package") => setup::ensure_redis().and_then(|()| package::check()),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -27,12 +31,15 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo>
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | package>
 
   setup   install redis-server and redis-tools (Debian packages) if missing
-  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features),
-          docs, and every test (extra arguments are passed to `cargo test --workspace`)
-  demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)";
+  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features,
+          and without its default ones), docs, every test (extra arguments are passed to
+          `cargo test --workspace`), and `cargo package` of each published crate
+  demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
+  package setup, then relock without default features, and `cargo package` of relock-testkit,
+          relock and relock-cli, relock's docs and doctests built from its .crate";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
@@ -66,7 +73,8 @@ fn test(extra: &[String]) -> Result<(), String> {
     )?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
-    cargo(&args, &[])
+    cargo(&args, &[])?;
+    package::check()
 }
 
 /// Lints every target of the `selection` of packages, warnings denied.
