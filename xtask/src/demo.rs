@@ -1,6 +1,7 @@
 //! The lottery: five worker processes race to draw the winners at "noon"; exactly one may.
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,20 +23,14 @@ pub(crate) fn run() -> Result<(), String> {
         &[],
     )?;
     // A private server unless the user points us at one; it stops when `server` drops.
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => {
-            println!("demo: using REDIS_URL={url}");
-            (url, None)
-        }
-        _ => {
-            let server = RedisServer::start();
-            println!(
-                "demo: started a private redis-server on 127.0.0.1:{}",
-                server.port()
-            );
-            (server.url(), Some(server))
-        }
-    };
+    let (url, server) = RedisServer::from_env_or_start();
+    match &server {
+        Some(server) => println!(
+            "demo: started a private redis-server on 127.0.0.1:{}",
+            server.port()
+        ),
+        None => println!("demo: using REDIS_URL={url}"),
+    }
     let epoch_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|e| e.to_string())?
@@ -45,9 +40,7 @@ pub(crate) fn run() -> Result<(), String> {
     let draw = format!("draw-{epoch_ms}");
     println!("demo: {WORKERS} workers race for lottery {draw:?} at noon (t+1.5s)\n");
 
-    let binary = std::env::current_dir()
-        .map_err(|e| e.to_string())?
-        .join("target/release/examples/lottery");
+    let binary = target_directory(crate::cargo_command())?.join("release/examples/lottery");
     let mut children = Vec::new();
     for worker in 1..=WORKERS {
         let child = Command::new(&binary)
@@ -85,6 +78,26 @@ pub(crate) fn run() -> Result<(), String> {
     }
 }
 
+/// Where `cargo` (as set up by the caller) puts the workspace's build output: asked of
+/// `cargo metadata`, which honours `CARGO_TARGET_DIR` and the configured `build.target-dir`,
+/// and finds the workspace from any directory inside it.
+fn target_directory(mut cargo: Command) -> Result<PathBuf, String> {
+    let output = cargo
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("`cargo metadata` failed ({})", output.status));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cannot read cargo metadata: {e}"))?;
+    metadata["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .ok_or_else(|| "cargo metadata names no target directory".to_owned())
+}
+
 fn collect(mut child: Child) -> Result<(Vec<String>, bool), String> {
     let stdout = child.stdout.take().ok_or("worker has no stdout")?;
     let lines: Vec<String> = BufReader::new(stdout)
@@ -102,5 +115,38 @@ fn collect(mut child: Child) -> Result<(Vec<String>, bool), String> {
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directory of this crate's sources: a subdirectory of the checkout.
+    const SUBDIRECTORY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+
+    #[test]
+    fn the_target_directory_is_found_from_a_subdirectory() {
+        let mut cargo = crate::cargo_command();
+        cargo
+            .current_dir(SUBDIRECTORY)
+            .env_remove("CARGO_TARGET_DIR");
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xtask sits in the workspace");
+        assert_eq!(
+            target_directory(cargo).expect("metadata"),
+            workspace.join("target")
+        );
+    }
+
+    #[test]
+    fn the_target_directory_follows_cargo_target_dir() {
+        let elsewhere = std::env::temp_dir().join("relock-xtask-target");
+        let mut cargo = crate::cargo_command();
+        cargo
+            .current_dir(SUBDIRECTORY)
+            .env("CARGO_TARGET_DIR", &elsewhere);
+        assert_eq!(target_directory(cargo).expect("metadata"), elsewhere);
     }
 }

@@ -1,6 +1,7 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
-//! - `setup`: installs Debian's `redis-server` and `redis-tools` when they are missing;
+//! - `setup`: installs Debian's `redis-server`, `redis-tools` and `postgresql` when they are
+//!   missing;
 //! - `test`: set-up, then formatting, lints, docs and every test of the workspace, lints and
 //!   tests of relock's optional features included, and the published crates packaged and
 //!   verified;
@@ -16,10 +17,10 @@ use std::process::{Command, ExitCode};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("setup") => setup::ensure_redis(),
-        Some("test") => setup::ensure_redis().and_then(|()| test(&args[1..])),
-        Some("demo") => setup::ensure_redis().and_then(|()| demo::run()),
-        Some("package") => setup::ensure_redis().and_then(|()| package::check()),
+        Some("setup") => setup::ensure_servers(),
+        Some("test") => setup::ensure_servers().and_then(|()| test(&args[1..])),
+        Some("demo") => setup::ensure_servers().and_then(|()| demo::run()),
+        Some("package") => setup::ensure_servers().and_then(|()| package::check()),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -33,7 +34,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <setup | test | demo | package>
 
-  setup   install redis-server and redis-tools (Debian packages) if missing
+  setup   install redis-server, redis-tools and postgresql (Debian packages) if missing
   test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features,
           and without its default ones), docs, every test (extra arguments are passed to
           `cargo test --workspace`), and `cargo package` of each published crate
@@ -85,10 +86,14 @@ fn clippy(selection: &[&str]) -> Result<(), String> {
     cargo(&args, &[])
 }
 
+/// The `cargo` that runs this task (`CARGO`), or the one on the path.
+pub(crate) fn cargo_command() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(cargo)
+    let status = cargo_command()
         .args(args)
         .envs(envs.iter().copied())
         .status()

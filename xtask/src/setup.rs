@@ -3,18 +3,21 @@
 use std::path::Path;
 use std::process::Command;
 
-const PACKAGES: [&str; 2] = ["redis-server", "redis-tools"];
+/// Redis for every test; PostgreSQL for the fenced-write example and its test.
+const PACKAGES: [&str; 3] = ["redis-server", "redis-tools", "postgresql"];
 
-/// Makes sure `redis-server` and `redis-cli` are on the PATH, installing them with apt-get when
-/// they are not. Uses `sudo` when not running as root.
-pub(crate) fn ensure_redis() -> Result<(), String> {
-    if on_path("redis-server") && on_path("redis-cli") {
+/// Makes sure `redis-server` and `redis-cli` are on the PATH and PostgreSQL's server binaries
+/// are where the test kit looks, installing them with apt-get when they are not. Uses `sudo`
+/// when not running as root.
+pub(crate) fn ensure_servers() -> Result<(), String> {
+    if servers_present() {
         return Ok(());
     }
     if !on_path("apt-get") {
         return Err(
-            "redis-server is missing and there is no apt-get here: install Redis 7 \
-             (redis-server and redis-cli) and put it on the PATH"
+            "redis-server or PostgreSQL is missing and there is no apt-get here: install \
+             Redis 7 (redis-server and redis-cli) on the PATH, and PostgreSQL (initdb, \
+             postgres, pg_isready) on the PATH or in RELOCK_POSTGRES_BIN"
                 .to_owned(),
         );
     }
@@ -27,11 +30,15 @@ pub(crate) fn ensure_redis() -> Result<(), String> {
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
     install.extend(PACKAGES);
     run_apt(sudo, &install)?;
-    if on_path("redis-server") && on_path("redis-cli") {
+    if servers_present() {
         Ok(())
     } else {
-        Err("apt-get finished but redis-server is still not on the PATH".to_owned())
+        Err("apt-get finished but redis-server or PostgreSQL is still missing".to_owned())
     }
+}
+
+fn servers_present() -> bool {
+    on_path("redis-server") && on_path("redis-cli") && relock_testkit::postgres_bin_dir().is_some()
 }
 
 fn run_apt(sudo: bool, args: &[&str]) -> Result<(), String> {

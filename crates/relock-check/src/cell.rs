@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use relock_testkit::process::monotonic_nanos;
-use relock_testkit::{Proxy, RedisServer, SentinelGroup, ServerOptions};
+use relock_testkit::{Proxy, RedisCluster, RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
@@ -87,6 +87,9 @@ pub struct CellResult {
     pub measurement: Measurement,
     /// Workers that ended in a way nobody asked for, with how.
     pub worker_failures: Vec<String>,
+    /// How many runs of the cell it took: more than one only for a cell that must show a
+    /// failure and did not show it at once (see [`run_matrix`](crate::run_matrix)).
+    pub runs: usize,
 }
 
 /// Runs one cell and checks its history.
@@ -107,7 +110,8 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         )));
     }
     let resource = RedisServer::start();
-    let mut lock_servers = LockServers::start(config.strategy, config.fault)?;
+    let name = format!("relock-check:{}:{}", config.strategy, config.fault);
+    let mut lock_servers = LockServers::start(config.strategy, config.fault, &name)?;
     let plan = FaultPlan::draw(
         config.fault,
         config.options.workers,
@@ -124,7 +128,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         lock_urls: lock_servers.urls(),
         service: lock_servers.service(),
         resource_url: resource.url(),
-        name: format!("relock-check:{}:{}", config.strategy, config.fault),
+        name,
         lease_ms: millis(config.lease()),
         acquire_timeout_ms: millis(config.acquire_timeout()),
         work_ms: millis(config.options.work),
@@ -155,6 +159,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         seed: config.options.seed,
         measurement: analyse(&workers.histories, counter, server_faults),
         worker_failures: failures,
+        runs: 1,
     })
 }
 
@@ -234,15 +239,21 @@ enum LockServers {
     /// A Sentinel deployment, and a connection to its first master opened in advance, so that
     /// dropping the replica's link takes one round trip, not a `redis-cli` process.
     Sentinel(Box<SentinelGroup>, redis::Connection),
+    /// A Redis Cluster, and the slot of the lock's keys.
+    Cluster(Box<RedisCluster>, u16),
 }
 
 impl LockServers {
-    fn start(strategy: Strategy, fault: Fault) -> Result<LockServers> {
-        let options = if fault == Fault::RestartAof {
+    /// The servers of `strategy` under `fault`, for the lock `name`.
+    fn start(strategy: Strategy, fault: Fault, name: &str) -> Result<LockServers> {
+        let mut options = if fault == Fault::RestartAof {
             ServerOptions::default().aof_always()
         } else {
             ServerOptions::default()
         };
+        if let Some(policy) = fault.memory_policy() {
+            options = options.args(["--maxmemory", MAXMEMORY, "--maxmemory-policy", policy]);
+        }
         Ok(match strategy.deployment() {
             Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
             Deployment::Redlock => LockServers::Masters(
@@ -255,6 +266,11 @@ impl LockServers {
                 let master = redis::Client::open(group.node(0).url())?.get_connection()?;
                 LockServers::Sentinel(Box::new(group), master)
             }
+            Deployment::Cluster => {
+                // relock's keys of a name share the hash tag `{name}`.
+                let slot = RedisCluster::slot_of(format!("{{{name}}}"));
+                LockServers::Cluster(Box::new(RedisCluster::start()), slot)
+            }
         })
     }
 
@@ -263,6 +279,7 @@ impl LockServers {
         match self {
             LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
             LockServers::Sentinel(group, _) => group.sentinel_urls(),
+            LockServers::Cluster(cluster, _) => cluster.urls(),
         }
     }
 
@@ -285,7 +302,7 @@ impl LockServers {
 
     fn service(&self) -> Option<String> {
         match self {
-            LockServers::Masters(_) => None,
+            LockServers::Masters(_) | LockServers::Cluster(..) => None,
             LockServers::Sentinel(group, _) => Some(group.service_name().to_owned()),
         }
     }
@@ -327,11 +344,64 @@ impl LockServers {
             (LockServers::Sentinel(group, _), ServerAction::KillMaster) => {
                 group.node_mut(0).kill9();
             }
+            (LockServers::Cluster(cluster, slot), ServerAction::ClusterFailover) => {
+                cluster.failover(*slot);
+            }
+            (LockServers::Cluster(cluster, slot), ServerAction::ClusterKillMaster) => {
+                cluster.kill_master(*slot);
+            }
+            (LockServers::Cluster(cluster, slot), ServerAction::MigrateSlot) => {
+                cluster.migrate_slot(*slot);
+            }
+            (LockServers::Masters(servers), ServerAction::FillMemory) => {
+                for server in servers.iter() {
+                    fill_memory(server)?;
+                }
+            }
+            (LockServers::Masters(servers), ServerAction::FreeMemory) => {
+                for server in servers.iter() {
+                    free_memory(server)?;
+                }
+            }
             // An action for another deployment: the plan never draws one.
             _ => {}
         }
         Ok(())
     }
+}
+
+/// The `maxmemory` of the lock's Redis in the memory faults: room for the locks, and for the
+/// server's own needs, with a margin.
+const MAXMEMORY: &str = "8mb";
+
+/// How many keys, of [`FILLER_BYTES`] each, fill the memory: twice the `maxmemory`.
+const FILLER_KEYS: usize = 64;
+const FILLER_BYTES: usize = 256 * 1024;
+
+fn filler_key(i: usize) -> String {
+    format!("relock-check:filler:{i}")
+}
+
+/// Writes keys without expiry until twice `maxmemory` was asked for. Writes refused for lack of
+/// memory (`noeviction`, or nothing left to evict) are what the fault is about, not an error.
+fn fill_memory(server: &RedisServer) -> Result<()> {
+    let mut conn = redis::Client::open(server.url())?.get_connection()?;
+    let value = vec![b'x'; FILLER_BYTES];
+    for i in 0..FILLER_KEYS {
+        let _ = redis::cmd("SET")
+            .arg(filler_key(i))
+            .arg(&value)
+            .exec(&mut conn);
+    }
+    Ok(())
+}
+
+/// Deletes what [`fill_memory`] wrote.
+fn free_memory(server: &RedisServer) -> Result<()> {
+    let mut conn = redis::Client::open(server.url())?.get_connection()?;
+    let keys: Vec<String> = (0..FILLER_KEYS).map(filler_key).collect();
+    redis::cmd("DEL").arg(&keys).exec(&mut conn)?;
+    Ok(())
 }
 
 /// The worker processes of a run, their output read on one thread each.

@@ -39,6 +39,13 @@ impl Claim {
             (Strategy::RelockSentinel, Fault::Failover) => return Claim::DocumentedLoss,
             // One replica, and every grant waits for it: the promoted replica has every grant.
             (Strategy::RelockSentinelWait, Fault::Failover) => return Claim::Exclusive,
+            // A manual failover loses no write, and a migrated key keeps its expiry.
+            (
+                Strategy::RelockCluster | Strategy::RelockClusterWait,
+                Fault::ClusterFailover | Fault::SlotMigration,
+            ) => return Claim::Exclusive,
+            // Every grant waited for the replica, and the promotion takes longer than a lease.
+            (Strategy::RelockClusterWait, Fault::ClusterKillMaster) => return Claim::Exclusive,
             _ => {}
         }
         if strategy.is_relock() {
@@ -51,11 +58,23 @@ impl Claim {
                 | Fault::MinorityPause => Claim::Exclusive,
                 // Fences rise across a restart without persistence and across a master change
                 // (they come from the server's clock), so the resource still refuses old holders.
-                Fault::Pause | Fault::Partition | Fault::Restart | Fault::MinorityRestart
+                // Fences come from the server's clock, so an evicted fence key does not make
+                // them go back either.
+                Fault::Pause
+                | Fault::Partition
+                | Fault::Restart
+                | Fault::MinorityRestart
+                | Fault::EvictVolatile
+                | Fault::EvictAllKeys
                     if strategy.is_fenced() =>
                 {
                     Claim::Fenced
                 }
+                // Full memory refuses new grants but deletes nothing.
+                Fault::MemoryFull => Claim::Exclusive,
+                // What `Client::deployment_warnings` warns of under any policy but
+                // `noeviction`: the lock's own key evicted while its holder is inside.
+                Fault::EvictVolatile | Fault::EvictAllKeys => Claim::DocumentedLoss,
                 _ => Claim::NotClaimed,
             };
         }
@@ -83,6 +102,16 @@ impl Claim {
             Claim::SeedsDeadlock => Some(m.entered_after_crash == Some(0) && m.gave_up > 0),
             Claim::NotClaimed | Claim::Measured => None,
         }
+    }
+
+    /// Whether the cell must show a failure (a naive lock's, or one relock's documentation
+    /// warns of). Such a failure is a race or a fault landing at the right moment, so one run
+    /// may miss it by luck where another shows it: these cells are run again until it shows.
+    pub fn expects_failure(self) -> bool {
+        matches!(
+            self,
+            Claim::SeedsOverlap | Claim::SeedsDeadlock | Claim::DocumentedLoss
+        )
     }
 
     /// A short label for tables.

@@ -49,11 +49,31 @@ pub enum Fault {
     /// grant the failover lost is still inside, within its lease, when the new master grants the
     /// lock again.
     Failover,
+    /// The lock's Redis runs out of memory under `maxmemory-policy volatile-lru` while a holder
+    /// is inside: the checker fills it with keys without expiry, so the only keys it can evict
+    /// are those with one, the locks' own; then it deletes its keys again. Workers hold their
+    /// sections long around it, as for [`Fault::Restart`].
+    #[value(name = "evict-volatile-lru")]
+    EvictVolatile,
+    /// The same under `allkeys-lru`: every key may be evicted, the least recently used first.
+    #[value(name = "evict-allkeys-lru")]
+    EvictAllKeys,
+    /// The same under `noeviction`: nothing is evicted, writes are refused while memory is full.
+    MemoryFull,
+    /// Cluster: the replica of the lock's master takes over with `CLUSTER FAILOVER` (a manual
+    /// failover: it catches up with its master first) while a holder is inside.
+    ClusterFailover,
+    /// Cluster: the lock's master is killed (SIGKILL) while a holder is inside, and the cluster
+    /// promotes its replica once the node timeout (3 s) passed.
+    ClusterKillMaster,
+    /// Cluster: the lock's slot moves to another master (keys moved with `MIGRATE`, which keeps
+    /// their expiries) while a holder is inside.
+    SlotMigration,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 17] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -65,6 +85,12 @@ impl Fault {
         Fault::MinorityPause,
         Fault::MinorityRestart,
         Fault::Failover,
+        Fault::EvictVolatile,
+        Fault::EvictAllKeys,
+        Fault::MemoryFull,
+        Fault::ClusterFailover,
+        Fault::ClusterKillMaster,
+        Fault::SlotMigration,
     ];
 
     /// The name used on the command line and in tables.
@@ -81,6 +107,22 @@ impl Fault {
             Fault::MinorityPause => "minority-pause",
             Fault::MinorityRestart => "minority-restart",
             Fault::Failover => "failover",
+            Fault::EvictVolatile => "evict-volatile-lru",
+            Fault::EvictAllKeys => "evict-allkeys-lru",
+            Fault::MemoryFull => "memory-full",
+            Fault::ClusterFailover => "cluster-failover",
+            Fault::ClusterKillMaster => "cluster-kill-master",
+            Fault::SlotMigration => "slot-migration",
+        }
+    }
+
+    /// The memory policy the lock's Redis runs under for this fault, if it sets one.
+    pub fn memory_policy(self) -> Option<&'static str> {
+        match self {
+            Fault::EvictVolatile => Some("volatile-lru"),
+            Fault::EvictAllKeys => Some("allkeys-lru"),
+            Fault::MemoryFull => Some("noeviction"),
+            _ => None,
         }
     }
 
@@ -91,8 +133,19 @@ impl Fault {
         match (strategy.deployment(), self) {
             (_, Fault::None) => true,
             (Deployment::Sentinel, fault) => fault == Fault::Failover,
+            (Deployment::Cluster, fault) => matches!(
+                fault,
+                Fault::Kill
+                    | Fault::Slow
+                    | Fault::ClusterFailover
+                    | Fault::ClusterKillMaster
+                    | Fault::SlotMigration
+            ),
             (_, Fault::Kill | Fault::Pause | Fault::Slow | Fault::Partition) => true,
-            (Deployment::Single, fault) => matches!(fault, Fault::Restart | Fault::RestartAof),
+            (Deployment::Single, fault) => {
+                matches!(fault, Fault::Restart | Fault::RestartAof)
+                    || fault.memory_policy().is_some()
+            }
             (Deployment::Redlock, fault) => matches!(
                 fault,
                 Fault::MinorityKill | Fault::MinorityPause | Fault::MinorityRestart
@@ -120,6 +173,9 @@ pub const HOLD_LEAD: Duration = Duration::from_millis(100);
 /// grant after the quiet is one the replica never receives.
 pub const FAILOVER_QUIET: Duration = Duration::from_millis(300);
 
+/// How long the lock's Redis stays full in the memory faults.
+pub const MEMORY_PRESSURE: Duration = Duration::from_millis(150);
+
 /// What the checker does to the lock's servers at a point of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerAction {
@@ -138,6 +194,17 @@ pub enum ServerAction {
     ResumeReplica,
     /// Sentinel: kill the current master for good.
     KillMaster,
+    /// Cluster: fail the lock's master over to its replica with `CLUSTER FAILOVER`.
+    ClusterFailover,
+    /// Cluster: kill the lock's master and wait for its replica's promotion.
+    ClusterKillMaster,
+    /// Cluster: move the lock's slot to another master.
+    MigrateSlot,
+    /// Fill the server's memory past its `maxmemory` with keys of the checker's own, without
+    /// expiry.
+    FillMemory,
+    /// Delete the keys [`ServerAction::FillMemory`] wrote.
+    FreeMemory,
 }
 
 impl ServerAction {
@@ -149,6 +216,10 @@ impl ServerAction {
                 | ServerAction::Kill(_)
                 | ServerAction::Pause(_)
                 | ServerAction::KillMaster
+                | ServerAction::FillMemory
+                | ServerAction::ClusterFailover
+                | ServerAction::ClusterKillMaster
+                | ServerAction::MigrateSlot
         )
     }
 }
@@ -218,6 +289,21 @@ impl FaultPlan {
                         .push((resume, ServerAction::Resume(nodes)));
                 }
             }
+            Fault::ClusterFailover | Fault::ClusterKillMaster | Fault::SlotMigration => {
+                let action = match fault {
+                    Fault::ClusterFailover => ServerAction::ClusterFailover,
+                    Fault::ClusterKillMaster => ServerAction::ClusterKillMaster,
+                    _ => ServerAction::MigrateSlot,
+                };
+                plan.server_actions.push((at(rng, 0.2, 0.4), action));
+            }
+            Fault::EvictVolatile | Fault::EvictAllKeys | Fault::MemoryFull => {
+                let when = at(rng, 0.2, 0.4);
+                plan.server_actions.extend([
+                    (when, ServerAction::FillMemory),
+                    (when + MEMORY_PRESSURE, ServerAction::FreeMemory),
+                ]);
+            }
             Fault::Failover => {
                 let when = at(rng, 0.15, 0.25).max(FAILOVER_QUIET);
                 // Workers stand back from the lock from 200 ms before the replica stops to
@@ -238,6 +324,12 @@ impl FaultPlan {
                 | Fault::MinorityKill
                 | Fault::MinorityPause
                 | Fault::MinorityRestart
+                | Fault::EvictVolatile
+                | Fault::EvictAllKeys
+                | Fault::MemoryFull
+                | Fault::ClusterFailover
+                | Fault::ClusterKillMaster
+                | Fault::SlotMigration
         ) {
             // Each worker holds its next section long from just before the first server fault,
             // so that a holder is inside, within its lease, while the servers fail.

@@ -358,6 +358,14 @@ impl RelockLock {
                 )
                 .await?
             }
+            Deployment::Cluster => {
+                let options = if strategy == Strategy::RelockClusterWait {
+                    ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
+                } else {
+                    ClientOptions::default()
+                };
+                Client::connect_cluster_with_options(urls, options).await?
+            }
             Deployment::Single => Client::connect(first_url(args)?).await?,
         };
         let name = args.name.as_str();

@@ -36,6 +36,11 @@ pub enum Strategy {
     /// The same, with `ClientOptions::wait_for_replicas(1, 100 ms)`: each grant waits for the
     /// replica's acknowledgement (`WAIT`).
     RelockSentinelWait,
+    /// relock's `Mutex` on a Redis Cluster (three masters, one replica each), unfenced, on
+    /// asynchronous replication.
+    RelockCluster,
+    /// The same, with `ClientOptions::wait_for_replicas(1, 100 ms)`.
+    RelockClusterWait,
 }
 
 /// Where a strategy's lock lives.
@@ -47,6 +52,8 @@ pub enum Deployment {
     Redlock,
     /// A master, a replica and three sentinels.
     Sentinel,
+    /// Three masters with a replica each, in one Redis Cluster.
+    Cluster,
 }
 
 /// How many masters a RedLock strategy uses.
@@ -54,7 +61,7 @@ pub const REDLOCK_MASTERS: usize = 5;
 
 impl Strategy {
     /// Every strategy, naive ones first.
-    pub const ALL: [Strategy; 11] = [
+    pub const ALL: [Strategy; 13] = [
         Strategy::ExistsThenSet,
         Strategy::SetnxExpire,
         Strategy::SetnxGetset,
@@ -66,6 +73,8 @@ impl Strategy {
         Strategy::RelockRedlockFenced,
         Strategy::RelockSentinel,
         Strategy::RelockSentinelWait,
+        Strategy::RelockCluster,
+        Strategy::RelockClusterWait,
     ];
 
     /// The name used on the command line and in tables.
@@ -82,6 +91,8 @@ impl Strategy {
             Strategy::RelockRedlockFenced => "relock-redlock-fenced",
             Strategy::RelockSentinel => "relock-sentinel",
             Strategy::RelockSentinelWait => "relock-sentinel-wait",
+            Strategy::RelockCluster => "relock-cluster",
+            Strategy::RelockClusterWait => "relock-cluster-wait",
         }
     }
 
@@ -95,6 +106,8 @@ impl Strategy {
                 | Strategy::RelockRedlockFenced
                 | Strategy::RelockSentinel
                 | Strategy::RelockSentinelWait
+                | Strategy::RelockCluster
+                | Strategy::RelockClusterWait
         )
     }
 
@@ -113,6 +126,7 @@ impl Strategy {
         match self {
             Strategy::RelockRedlockFenced => Deployment::Redlock,
             Strategy::RelockSentinel | Strategy::RelockSentinelWait => Deployment::Sentinel,
+            Strategy::RelockCluster | Strategy::RelockClusterWait => Deployment::Cluster,
             _ => Deployment::Single,
         }
     }

@@ -199,7 +199,13 @@ async fn critical_section(
             | Fault::MinorityKill
             | Fault::MinorityPause
             | Fault::MinorityRestart
-            | Fault::Failover,
+            | Fault::Failover
+            | Fault::EvictVolatile
+            | Fault::EvictAllKeys
+            | Fault::MemoryFull
+            | Fault::ClusterFailover
+            | Fault::ClusterKillMaster
+            | Fault::SlotMigration,
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }

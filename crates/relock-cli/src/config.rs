@@ -10,7 +10,7 @@ use clap::{CommandFactory, Parser};
 use relock::ClientOptions;
 
 use crate::lock::{Wait, Want};
-use crate::{Cli, Command, RunArgs, StatusArgs, UnlockArgs};
+use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, UnlockArgs};
 
 /// A command line, read and checked: where Redis is, the client's options and what to do.
 #[derive(Debug)]
@@ -49,6 +49,9 @@ pub enum Target {
 pub enum Action {
     /// `relock run`.
     Run(RunPlan),
+    /// `relock hold`: take the lock, print its fence, hold it until standard input ends or a
+    /// signal comes.
+    Hold(LockPlan),
     /// `relock status`: the locks whose names match the glob `pattern`.
     Status {
         /// Glob over lock names.
@@ -63,18 +66,44 @@ pub enum Action {
     },
 }
 
-/// `relock run`: the lock to hold, and the command to run while it is held.
+/// The lock `relock run` or `relock hold` takes, and how.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct RunPlan {
+pub struct LockPlan {
     /// The lock's name.
     pub name: String,
     /// The kind of lock, and a semaphore's permits.
     pub want: Want,
-    /// The lease, renewed while the command runs.
+    /// The lease, renewed while the lock is held.
     pub lease: Duration,
     /// How long to wait for the lock.
     pub wait: Wait,
+    /// What to do when the lock is busy (held, or the wait ran out).
+    pub busy: Busy,
+    /// Whether to report progress on standard error while waiting.
+    pub verbose: bool,
+    /// How long after it was taken the lock is kept at least, however soon it is released.
+    pub hold_at_least: Option<Duration>,
+}
+
+/// What `relock` does when the lock is busy: held by another (`--no-wait`) or still held
+/// when `--wait` ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Busy {
+    /// The exit code instead of [`HELD`](crate::exit::HELD) and
+    /// [`TIMEOUT`](crate::exit::TIMEOUT) (`-E`).
+    pub exit_code: Option<u8>,
+    /// Print nothing (`-q`).
+    pub quiet: bool,
+}
+
+/// `relock run`: the lock to hold, and the command to run while it is held.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RunPlan {
+    /// The lock and how to take it.
+    pub lock: LockPlan,
     /// After a lost lock, how long the command has between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
     /// The command and its arguments: at least the program.
@@ -145,7 +174,16 @@ impl Config {
 impl Action {
     fn of(command: Command) -> Result<Action, clap::Error> {
         Ok(match command {
-            Command::Run(args) => Action::Run(RunPlan::of(args)),
+            Command::Run(RunArgs {
+                lock,
+                kill_grace,
+                command,
+            }) => Action::Run(RunPlan {
+                lock: LockPlan::of(lock),
+                kill_grace,
+                command,
+            }),
+            Command::Hold(args) => Action::Hold(LockPlan::of(args.lock)),
             Command::Status(StatusArgs { pattern, json }) => Action::Status { pattern, json },
             Command::Unlock(UnlockArgs { name, force: true }) => Action::Unlock { name },
             Command::Unlock(UnlockArgs { name, force: false }) => {
@@ -161,8 +199,8 @@ impl Action {
     }
 }
 
-impl RunPlan {
-    fn of(args: RunArgs) -> RunPlan {
+impl LockPlan {
+    fn of(args: LockArgs) -> LockPlan {
         let want = match (args.semaphore, args.read, args.write, args.fair) {
             (Some(total), ..) => Want::Semaphore {
                 total,
@@ -178,13 +216,17 @@ impl RunPlan {
             (false, Some(limit)) => Wait::AtMost(limit),
             (false, None) => Wait::Forever,
         };
-        RunPlan {
+        LockPlan {
             name: args.name,
             want,
             lease: args.lease,
             wait,
-            kill_grace: args.kill_grace,
-            command: args.command,
+            busy: Busy {
+                exit_code: args.conflict_exit_code,
+                quiet: args.quiet,
+            },
+            verbose: args.verbose,
+            hold_at_least: args.hold_at_least,
         }
     }
 }
@@ -315,6 +357,9 @@ mod tests {
         else {
             panic!("run")
         };
-        assert_eq!((plan.wait, plan.lease), (Wait::No, Duration::from_secs(30)));
+        assert_eq!(
+            (plan.lock.wait, plan.lock.lease),
+            (Wait::No, Duration::from_secs(30))
+        );
     }
 }

@@ -3,8 +3,10 @@
 //! the `relock` library.
 //!
 //! ```text
-//! relock run NAME [--semaphore N [--permits K] | --read | --write | --fair]
-//!                  [--lease 30s] [--wait 10s | --no-wait] [--kill-grace 5s] -- CMD [ARGS...]
+//! relock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
+//!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
+//!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
+//! relock hold NAME [the same lock flags as run]
 //! relock status [PATTERN] [--json]
 //! relock unlock NAME --force
 //! ```
@@ -29,14 +31,16 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use relock::{Client, ClientOptions, SentinelOptions};
 
-pub use config::{Action, Config, RunPlan, Target};
+pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
 pub use lock::{Wait, Want};
 
 const EXAMPLES: &str = "\
 Examples:
   relock run nightly-report -- ./report.sh --date today
-  relock run --no-wait --lease 1m backup -- pg_dump -f /backups/db.sql mydb
+  relock run -n --lease 1m backup pg_dump -f /backups/db.sql mydb
+  relock run -n -q --hold-at-least 5m cron:cleanup ./cleanup.sh
+  relock hold deploy
   relock run --semaphore 4 uploads -- ./upload.sh
   relock status
   relock status 'backup*' --json
@@ -97,6 +101,10 @@ enum Command {
     /// Run a command while holding a lock; release it when the command exits.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+    /// Hold a lock without a command: print its fence, hold it until standard input closes
+    /// or a signal comes, then release it (to bracket several steps of a shell script).
+    #[command(after_help = HOLD_HELP)]
+    Hold(HoldArgs),
     /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
@@ -109,7 +117,8 @@ const RUN_HELP: &str = "\
 The lock is a mutex unless one of --semaphore, --read, --write or --fair says otherwise; each
 kind has its own keys, so a mutex and a semaphore of one name do not exclude each other. A
 semaphore's total is stored in Redis by the first run that finds none, and that stored total
-rules for every run until it expires; give every run of a name the same N.
+rules for every run until it expires; give every run of a name the same N (a run whose N
+differs prints a warning once it holds its permits).
 
 The lock's lease is renewed while the command runs. The command gets RELOCK_NAME and
 RELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be
@@ -117,12 +126,17 @@ refused). If the lock is lost (Redis unreachable past the lease, or the lock rem
 command's process group gets SIGTERM, then SIGKILL after --kill-grace, and relock exits 75.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to relock are passed to the command; the lock is
 released when it exits. relock exits with the command's code (128+N if killed by signal N).
+While it waits, relock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
+when there is no --wait), then exits 69.
 
 Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
 74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.
+-E N replaces 73 and 74.
 
 Examples:
-  relock run lottery -- ./draw-winners.sh
+  relock run lottery ./draw-winners.sh
+  relock run -n -q -E 0 --hold-at-least 5m cron:cleanup ./cleanup.sh
+  relock run -w 1.5 -s catalog ./export-catalog
   relock run --wait 30s --lease 2m reindex -- ./reindex --full
   relock run --no-wait cron:cleanup -- sh -c 'cleanup && notify'
   relock run --semaphore 3 --permits 2 render -- ./render --threads 8
@@ -130,14 +144,28 @@ Examples:
   relock run --write catalog -- ./import-catalog
   relock run --fair --wait 10m printer -- lp report.pdf";
 
+const HOLD_HELP: &str = "\
+Takes the lock as `run` does (the same flags), prints its fencing token on a line of its own
+on standard output, and holds it, renewing its lease, until standard input reaches its end or
+relock gets SIGINT, SIGTERM, SIGHUP or SIGQUIT; then releases it and exits 0. It exits 75 if
+the lock is lost meanwhile. Standard input is read and thrown away: keep it open for as long
+as the lock is to be held (a shell started in the background reads /dev/null, which ends at
+once).
+
+Examples:
+  coproc relock hold deploy; read -r fence <&\"${COPROC[0]}\"
+  ./step-one --fence \"$fence\" && ./step-two --fence \"$fence\"
+  exec {COPROC[1]}>&-; wait \"$COPROC_PID\"";
+
 const STATUS_HELP: &str = "\
 PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
 Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOLDER is the
-holder's host/pid (a read-write lock's holder id; a semaphore records none). HELD is the
+holder's host/pid (a read-write lock's holder id), every grant's for a semaphore. HELD is the
 holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
 the holds. WAITING counts the clients (usually processes) waiting for a release, and the
 waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's
-writers waiting first.
+writers waiting first. With --json, a failure is reported on standard error as one JSON
+object too: {\"error\": \"...\", \"exit_code\": N}.
 
 Examples:
   relock status
@@ -152,9 +180,10 @@ learns at its next renewal that it lost the lock.
 Examples:
   relock unlock nightly-report --force";
 
+/// What `run` and `hold` share: the lock to take and how.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("primitive").args(["semaphore", "read", "write", "fair"])))]
-struct RunArgs {
+struct LockArgs {
     /// The lock's name.
     name: String,
     /// Take permits of a semaphore of N permits in all instead of a mutex: up to N runs at once.
@@ -169,12 +198,13 @@ struct RunArgs {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     permits: u32,
-    /// Take a read hold of a read-write lock: runs alongside other readers, never a writer.
-    #[arg(long)]
+    /// Take a read hold of a read-write lock: runs alongside other readers, never a writer
+    /// (-s, shared, as flock's).
+    #[arg(long, short = 's', visible_alias = "shared")]
     read: bool,
     /// Take the write hold of a read-write lock: runs alone; waiting writers go before new
-    /// readers.
-    #[arg(long)]
+    /// readers (-x, exclusive, as flock's; it excludes -s runs, not plain mutex runs).
+    #[arg(long, short = 'x', visible_alias = "exclusive")]
     write: bool,
     /// Take a fair mutex: waiting runs get it in the order they asked for it.
     #[arg(long)]
@@ -182,18 +212,48 @@ struct RunArgs {
     /// Lease of the lock: how long it outlives relock if relock dies (renewed every third).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     lease: Duration,
-    /// Wait at most this long for the lock (default: wait as long as it takes).
-    #[arg(long, value_parser = parse_duration, conflicts_with = "no_wait")]
+    /// Wait at most this long for the lock (default: wait as long as it takes). A bare
+    /// number is seconds: -w 1.5.
+    #[arg(long, short = 'w', value_name = "DURATION", value_parser = parse_duration, conflicts_with = "no_wait")]
     wait: Option<Duration>,
     /// Do not wait: exit 73 at once if the lock is held, saying by whom.
-    #[arg(long)]
+    #[arg(long, short = 'n')]
     no_wait: bool,
+    /// The exit code when the lock is busy (held with -n, or -w ran out), instead of 73 or 74.
+    #[arg(long, short = 'E', value_name = "N")]
+    conflict_exit_code: Option<u8>,
+    /// Say nothing when the lock is busy (cron then mails no skipped run); other errors are
+    /// still printed.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// While waiting, say on standard error every few seconds who holds the lock, how many
+    /// wait and for how long this run has waited.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+    /// Keep the lock at least this long after it was taken, even when the command ends
+    /// sooner: a run that starts shortly after another ended finds it still held (cron jobs
+    /// whose instances start seconds apart).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    hold_at_least: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    lock: LockArgs,
     /// After a lost lock, how long the command has to stop after SIGTERM before SIGKILL.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     kill_grace: Duration,
-    /// The command and its arguments.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    /// The command and its arguments; `--` before it is needed only when the command starts
+    /// with `-`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct HoldArgs {
+    #[command(flatten)]
+    lock: LockArgs,
 }
 
 #[derive(Debug, Args)]
@@ -219,20 +279,51 @@ struct UnlockArgs {
 #[derive(Debug)]
 pub struct Failure {
     code: u8,
-    message: String,
+    /// What to print; nothing for a busy lock under `--quiet`.
+    message: Option<String>,
 }
 
 impl Failure {
     fn new(code: u8, message: impl Into<String>) -> Self {
         Failure {
             code,
-            message: message.into(),
+            message: Some(message.into()),
+        }
+    }
+
+    /// A failure that prints nothing.
+    fn silent(code: u8) -> Self {
+        Failure {
+            code,
+            message: None,
         }
     }
 
     /// The process exit code.
     pub fn code(&self) -> u8 {
         self.code
+    }
+
+    /// `err` met talking to Redis at `target`, with a message that names where that is.
+    fn at(target: &Target, err: relock::Error) -> Self {
+        let failure = Failure::from(err);
+        let said = failure.message.unwrap_or_default();
+        let message = format!("cannot use Redis at {target}: {said}");
+        Failure::new(failure.code, message)
+    }
+
+    /// Prints the message on standard error: a line of text, or for a command asked for
+    /// JSON, one JSON object `{"error": message, "exit_code": code}`.
+    fn print(&self, json: bool) {
+        let Some(message) = &self.message else {
+            return;
+        };
+        if json {
+            let error = serde_json::json!({ "error": message, "exit_code": self.code });
+            eprintln!("{error}");
+        } else {
+            eprintln!("relock: {message}");
+        }
     }
 }
 
@@ -278,10 +369,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::SOFTWARE);
         }
     };
+    let json = matches!(config.action, Action::Status { json: true, .. });
     match runtime.block_on(dispatch(config)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("relock: {}", failure.message);
+            failure.print(json);
             ExitCode::from(failure.code)
         }
     }
@@ -289,11 +381,18 @@ pub fn main() -> ExitCode {
 
 async fn dispatch(config: Config) -> Result<u8, Failure> {
     let client = connect(&config.target, config.options).await?;
-    match config.action {
-        Action::Run(plan) => run::run(&client, plan).await,
+    let outcome = match config.action {
+        Action::Run(plan) => run::run(&client, &config.target, plan).await,
+        Action::Hold(plan) => run::hold(&client, &config.target, plan).await,
         Action::Status { pattern, json } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
+    };
+    // A guard an error path dropped only queued its release, and the runtime ends when this
+    // returns: the shutdown gives back whatever is still held. The outcome is the action's.
+    if let Err(e) = client.shutdown().await {
+        eprintln!("relock: {e}");
     }
+    outcome
 }
 
 async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
@@ -317,9 +416,14 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
         }
     };
     client.map_err(|e| {
-        let failure = Failure::from(e);
-        let message = format!("cannot use Redis at {target}: {}", failure.message);
-        Failure::new(failure.code, message)
+        let hint = if e.is_bad_target() {
+            " (expected redis://host:port, rediss://host:port for TLS, or redis+unix:///path)"
+        } else {
+            ""
+        };
+        let failure = Failure::at(target, e);
+        let said = failure.message.unwrap_or_default();
+        Failure::new(failure.code, format!("{said}{hint}"))
     })
 }
 
@@ -382,8 +486,8 @@ mod tests {
             panic!("run")
         };
         assert_eq!(run.command, ["echo", "--lease"]);
-        assert_eq!(run.lease, Duration::from_secs(60));
-        assert!(run.no_wait);
+        assert_eq!(run.lock.lease, Duration::from_secs(60));
+        assert!(run.lock.no_wait);
         assert!(Cli::try_parse_from([
             "relock",
             "run",
@@ -395,8 +499,66 @@ mod tests {
             "x"
         ])
         .is_err());
-        assert!(Cli::try_parse_from(["relock", "run", "job", "--lease", "30", "--", "x"]).is_err());
+        assert!(
+            Cli::try_parse_from(["relock", "run", "job", "--lease", "1m30", "--", "x"]).is_err()
+        );
         assert!(Cli::try_parse_from(["relock", "run", "job"]).is_err());
+    }
+
+    fn plan(args: &[&str]) -> Result<RunPlan, clap::Error> {
+        let line = ["relock", "run"].iter().chain(args);
+        match Config::from_args(line)?.action {
+            Action::Run(plan) => Ok(plan),
+            other => panic!("run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn short_flags_read_as_flock_s() {
+        let short = plan(&["-n", "-q", "-E", "0", "job", "true"]).expect("short flags");
+        assert_eq!(short.lock.wait, Wait::No);
+        assert_eq!(
+            short.lock.busy,
+            Busy {
+                exit_code: Some(0),
+                quiet: true
+            }
+        );
+        let waiting = plan(&["-w", "1.5", "-s", "-v", "job", "true"]).expect("-w -s");
+        assert_eq!(waiting.lock.wait, Wait::AtMost(Duration::from_millis(1500)));
+        assert_eq!(waiting.lock.want, Want::Read);
+        assert!(waiting.lock.verbose);
+        assert_eq!(
+            plan(&["-x", "job", "true"]).expect("-x").lock.want,
+            Want::Write
+        );
+        assert!(plan(&["-s", "-x", "job", "true"]).is_err());
+        assert!(plan(&["-n", "-w", "1", "job", "true"]).is_err());
+        assert!(plan(&["-E", "256", "job", "true"]).is_err());
+    }
+
+    #[test]
+    fn the_command_needs_no_double_dash() {
+        let bare = plan(&["job", "echo", "--lease", "-n"]).expect("bare command");
+        assert_eq!(bare.command, ["echo", "--lease", "-n"]);
+        assert_eq!(bare.lock.name, "job");
+        assert_eq!(bare.lock.wait, Wait::Forever);
+        let dashed = plan(&["job", "--", "-weird-program"]).expect("after --");
+        assert_eq!(dashed.command, ["-weird-program"]);
+        let held = plan(&["--hold-at-least", "5m", "job", "true"]).expect("hold at least");
+        assert_eq!(held.lock.hold_at_least, Some(Duration::from_secs(300)));
+        assert!(plan(&["job", "--bogus"]).is_err());
+        assert!(plan(&["job"]).is_err());
+    }
+
+    #[test]
+    fn hold_takes_the_lock_flags_and_no_command() {
+        let config = Config::from_args(["relock", "hold", "-n", "-s", "deploy"]).expect("hold");
+        let Action::Hold(plan) = config.action else {
+            panic!("hold")
+        };
+        assert_eq!((plan.want, plan.wait), (Want::Read, Wait::No));
+        assert!(Config::from_args(["relock", "hold", "deploy", "true"]).is_err());
     }
 
     fn want(args: &[&str]) -> Result<Want, clap::Error> {
@@ -404,7 +566,7 @@ mod tests {
         line.extend_from_slice(args);
         line.extend_from_slice(&["--", "true"]);
         match Config::from_args(line)?.action {
-            Action::Run(plan) => Ok(plan.want),
+            Action::Run(plan) => Ok(plan.lock.want),
             other => panic!("run, got {other:?}"),
         }
     }

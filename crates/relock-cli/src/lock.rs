@@ -2,7 +2,7 @@
 //! command is written once: take it (waiting or not), read its fence, watch for its loss,
 //! release it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use relock::{
     Client, FairMutex, FairMutexGuard, Fence, Holder, Lease, LockKind, Lost, Mutex, MutexGuard,
@@ -100,6 +100,22 @@ impl Lock {
         }
     }
 
+    /// For a semaphore whose total stored in Redis is not the one this run asked for: what to
+    /// warn about, since the stored total rules and the runs do not agree on it.
+    pub(crate) async fn total_mismatch(&self, want: Want) -> Option<String> {
+        let (Lock::Semaphore(semaphore, _), Want::Semaphore { total, .. }) = (self, want) else {
+            return None;
+        };
+        let stored = semaphore.permits().await.ok()?;
+        (stored != total).then(|| {
+            format!(
+                "semaphore {:?} has a stored total of {stored} permits, not the {total} asked \
+                 for; the stored total rules (give every run of a name the same --semaphore N)",
+                semaphore.name()
+            )
+        })
+    }
+
     /// Takes the lock.
     pub(crate) async fn take(&self, wait: Wait) -> relock::Result<Guard> {
         Ok(match self {
@@ -114,14 +130,14 @@ impl Lock {
                 Wait::Forever => s.acquire_many(*n).await?,
             }),
             Lock::Read(l, h) => Guard::Read(match wait {
-                Wait::No => l.try_read(h).await?,
-                Wait::AtMost(limit) => l.read_timeout(h, limit).await?,
-                Wait::Forever => l.read(h).await?,
+                Wait::No => l.try_read_as(h).await?,
+                Wait::AtMost(limit) => l.read_timeout_as(h, limit).await?,
+                Wait::Forever => l.read_as(h).await?,
             }),
             Lock::Write(l, h) => Guard::Write(match wait {
-                Wait::No => l.try_write(h).await?,
-                Wait::AtMost(limit) => l.write_timeout(h, limit).await?,
-                Wait::Forever => l.write(h).await?,
+                Wait::No => l.try_write_as(h).await?,
+                Wait::AtMost(limit) => l.write_timeout_as(h, limit).await?,
+                Wait::Forever => l.write_as(h).await?,
             }),
             Lock::Fair(f) => Guard::Fair(match wait {
                 Wait::No => f.try_lock().await?,
@@ -170,14 +186,24 @@ impl Guard {
         each!(self, g => g.lost().await)
     }
 
-    /// Releases the lock.
-    pub(crate) async fn unlock(self) -> relock::Result<()> {
+    /// Releases the lock, but not before `at` when there is one: until then it stays held
+    /// and ends by itself.
+    pub(crate) async fn unlock(self, at: Option<Instant>) -> relock::Result<()> {
+        let Some(at) = at else {
+            return match self {
+                Guard::Permit(p) => p.release().await,
+                Guard::Mutex(g) => g.unlock().await,
+                Guard::Read(g) => g.unlock().await,
+                Guard::Write(g) => g.unlock().await,
+                Guard::Fair(g) => g.unlock().await,
+            };
+        };
         match self {
-            Guard::Permit(p) => p.release().await,
-            Guard::Mutex(g) => g.unlock().await,
-            Guard::Read(g) => g.unlock().await,
-            Guard::Write(g) => g.unlock().await,
-            Guard::Fair(g) => g.unlock().await,
+            Guard::Permit(p) => p.release_no_earlier_than(at).await,
+            Guard::Mutex(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Read(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Write(g) => g.unlock_no_earlier_than(at).await,
+            Guard::Fair(g) => g.unlock_no_earlier_than(at).await,
         }
     }
 }

@@ -18,7 +18,10 @@ pub(crate) fn print(text: &str) {
 /// ends in 29.5s)`.
 pub(crate) fn describe(info: &LockInfo) -> String {
     let who = match (info.kind, info.holders.as_slice()) {
-        (LockKind::Semaphore, _) => plural(info.holds, "grant"),
+        (LockKind::Semaphore, []) => plural(info.holds, "grant"),
+        (LockKind::Semaphore, holders) => {
+            format!("{} of {}", plural(info.holds, "grant"), holders.join(", "))
+        }
         (_, []) if info.holds > 1 => plural(info.holds, "unlabelled holder"),
         (_, []) => "an unlabelled holder".to_owned(),
         (_, holders) => holders.join(", "),
@@ -167,8 +170,59 @@ pub(crate) fn json(locks: &[LockInfo]) -> String {
 }
 
 fn remaining(left: Option<Duration>) -> String {
-    match left {
-        Some(left) => format!("{:.1}s", left.as_secs_f64()),
-        None => "no expiry".to_owned(),
+    left.map_or("no expiry".to_owned(), human)
+}
+
+/// A duration as people write it, in the form relock reads: `250ms`, `4.5s`, `2m30s`,
+/// `1h5m`, `3d2h`; tenths of a second below a minute, whole seconds up to an hour, whole
+/// minutes beyond.
+pub(crate) fn human(d: Duration) -> String {
+    const MINUTE: u64 = 60;
+    const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
+    let secs = d.as_secs();
+    match secs {
+        0 => format!("{}ms", d.as_millis()),
+        1..MINUTE => {
+            let tenths = d.as_millis() / 100;
+            match tenths % 10 {
+                0 => format!("{}s", tenths / 10),
+                tenth => format!("{}.{tenth}s", tenths / 10),
+            }
+        }
+        MINUTE..HOUR => pair(secs / MINUTE, "m", secs % MINUTE, "s"),
+        HOUR..DAY => pair(secs / HOUR, "h", secs % HOUR / MINUTE, "m"),
+        _ => pair(secs / DAY, "d", secs % DAY / HOUR, "h"),
+    }
+}
+
+/// `2m30s`, or `2m` when the smaller unit is zero.
+fn pair(big: u64, big_unit: &str, small: u64, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{big}{big_unit}")
+    } else {
+        format!("{big}{big_unit}{small}{small_unit}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        let cases = [
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_millis(4_560), "4.5s"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(150), "2m30s"),
+            (Duration::from_secs(300), "5m"),
+            (Duration::from_secs(3_900), "1h5m"),
+            (Duration::from_secs(2 * 86_400 + 3_600), "2d1h"),
+        ];
+        for (d, shown) in cases {
+            assert_eq!(human(d), shown);
+            assert!(crate::parse_duration(shown).is_ok(), "{shown} reads back");
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! everything the command started, not only its first process.
 
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -14,9 +14,94 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::lock::{Guard, Lock};
-use crate::{exit, output, Failure, RunPlan};
+use crate::{exit, output, Failure, LockPlan, RunPlan, Target};
 
-pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
+/// Before the first progress line of `--verbose`: a lock that is free within this long
+/// needs none.
+const FIRST_PROGRESS: Duration = Duration::from_secs(1);
+
+/// Between progress lines of `--verbose`.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Result<u8, Failure> {
+    let mut signals = Signals::new()?;
+    let taken = take(client, target, &plan.lock, &mut signals).await?;
+    let mut child = match spawn(&plan, &taken.guard) {
+        Ok(child) => child,
+        Err(failure) => {
+            let _ = taken.guard.unlock(None).await;
+            return Err(failure);
+        }
+    };
+    match supervise(&mut child, &taken.guard, &mut signals, plan.kill_grace).await? {
+        Ending::Exited(status) => finish(taken, &plan.lock.name, status).await,
+        Ending::Lost(reason) => Err(Failure::new(
+            exit::LOST,
+            format!(
+                "lost lock {:?} while the command ran ({reason}); the command was stopped",
+                plan.lock.name
+            ),
+        )),
+    }
+}
+
+/// `relock hold`: takes the lock, prints its fence, and holds it until standard input ends
+/// or a signal comes.
+pub(crate) async fn hold(client: &Client, target: &Target, plan: LockPlan) -> Result<u8, Failure> {
+    let mut signals = Signals::new()?;
+    let taken = take(client, target, &plan, &mut signals).await?;
+    output::print(&format!("{}\n", taken.guard.fence()));
+    tokio::select! {
+        () = stdin_closed() => {}
+        _ = signals.next() => {}
+        reason = taken.guard.lost() => {
+            return Err(Failure::new(
+                exit::LOST,
+                format!("lost lock {:?} while it was held ({reason})", plan.name),
+            ));
+        }
+    }
+    match taken.release().await {
+        Ok(()) => Ok(exit::SUCCESS),
+        Err(Error::NotHeld { .. }) => Err(Failure::new(
+            exit::LOST,
+            format!("lock {:?} was lost while it was held", plan.name),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Completes when standard input reaches its end (or cannot be read), throwing away what it
+/// reads. The reading thread is left behind when something else ends the hold first: a
+/// runtime's blocking read would keep relock from exiting.
+async fn stdin_closed() {
+    let (closed, on_close) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = closed.send(());
+    });
+    let _ = on_close.await;
+}
+
+/// A lock taken for a plan, and the instant before which it is not to be released.
+struct Taken {
+    guard: Guard,
+    keep_until: Option<Instant>,
+}
+
+impl Taken {
+    async fn release(self) -> relock::Result<()> {
+        self.guard.unlock(self.keep_until).await
+    }
+}
+
+/// Takes the lock of `plan`, unless a signal comes first.
+async fn take(
+    client: &Client,
+    target: &Target,
+    plan: &LockPlan,
+    signals: &mut Signals,
+) -> Result<Taken, Failure> {
     let lock = Lock::new(
         client,
         plan.want,
@@ -24,9 +109,8 @@ pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
         plan.lease,
         &crate::holder_label(),
     )?;
-    let mut signals = Signals::new()?;
     let guard = tokio::select! {
-        guard = acquire(client, &lock, &plan) => guard?,
+        guard = acquire(client, target, &lock, plan) => guard?,
         sig = signals.next() => {
             return Err(Failure::new(
                 128 + sig as u8,
@@ -34,64 +118,101 @@ pub(crate) async fn run(client: &Client, plan: RunPlan) -> Result<u8, Failure> {
             ));
         }
     };
-    let mut child = match spawn(&plan, &guard) {
-        Ok(child) => child,
-        Err(failure) => {
-            let _ = guard.unlock().await;
-            return Err(failure);
+    if let Some(warning) = lock.total_mismatch(plan.want).await {
+        eprintln!("relock: warning: {warning}");
+    }
+    let keep_until = plan
+        .hold_at_least
+        .and_then(|at_least| Instant::now().checked_add(at_least));
+    Ok(Taken { guard, keep_until })
+}
+
+/// Takes the lock as `plan` says. A Redis that stays unreachable past the wait (the library
+/// retries it until then) is reported naming `target`, as when it cannot be reached at start.
+async fn acquire(
+    client: &Client,
+    target: &Target,
+    lock: &Lock,
+    plan: &LockPlan,
+) -> Result<Guard, Failure> {
+    let taken = if plan.verbose {
+        tokio::select! {
+            taken = lock.take(plan.wait) => taken,
+            never = progress(client, lock, &plan.name) => match never {},
         }
+    } else {
+        lock.take(plan.wait).await
     };
-    match supervise(&mut child, &guard, &mut signals, plan.kill_grace).await? {
-        Ending::Exited(status) => finish(guard, &plan.name, status).await,
-        Ending::Lost(reason) => Err(Failure::new(
-            exit::LOST,
-            format!(
-                "lost lock {:?} while the command ran ({reason}); the command was stopped",
-                plan.name
+    let (code, timeout) = match taken {
+        Ok(guard) => return Ok(guard),
+        Err(Error::Held { .. }) => (exit::HELD, None),
+        Err(e @ Error::Timeout { .. }) => (exit::TIMEOUT, Some(e)),
+        Err(e) if matches!(e, Error::Redis(_)) || e.is_unavailable() => {
+            return Err(Failure::at(target, e))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let code = plan.busy.exit_code.unwrap_or(code);
+    if plan.busy.quiet {
+        return Err(Failure::silent(code));
+    }
+    let holder = who_holds(client, &plan.name, lock.kind()).await;
+    let message = match timeout {
+        Some(e) => format!("{e}: {holder}"),
+        None => format!("{holder}; not waiting (--no-wait)"),
+    };
+    Err(Failure::new(code, message))
+}
+
+/// Says on standard error, every few seconds, who holds the lock, how many wait and how long
+/// this run has waited; never ends.
+async fn progress(client: &Client, lock: &Lock, name: &str) -> std::convert::Infallible {
+    let started = Instant::now();
+    let mut next = started + FIRST_PROGRESS;
+    loop {
+        tokio::time::sleep_until(next.into()).await;
+        let state = match find(client, name, lock.kind()).await {
+            Some(info) => format!(
+                "{}; {} waiting",
+                output::describe(&info),
+                info.waiting_clients
             ),
-        )),
+            None => format!("{} {name:?}, which is being released", lock.kind()),
+        };
+        eprintln!(
+            "relock: waited {} for {state}",
+            output::human(started.elapsed())
+        );
+        next += PROGRESS_EVERY;
     }
 }
 
-async fn acquire(client: &Client, lock: &Lock, plan: &RunPlan) -> Result<Guard, Failure> {
-    match lock.take(plan.wait).await {
-        Ok(guard) => Ok(guard),
-        Err(Error::Held { .. }) => {
-            let holder = who_holds(client, &plan.name, lock.kind()).await;
-            Err(Failure::new(
-                exit::HELD,
-                format!("{holder}; not waiting (--no-wait)"),
-            ))
-        }
-        Err(e @ Error::Timeout { .. }) => {
-            let holder = who_holds(client, &plan.name, lock.kind()).await;
-            Err(Failure::new(exit::TIMEOUT, format!("{e}: {holder}")))
-        }
-        Err(e) => Err(e.into()),
-    }
+/// What Redis tells of the lock of `kind` under `name`, if it is held.
+async fn find(client: &Client, name: &str, kind: LockKind) -> Option<relock::LockInfo> {
+    client
+        .locks_named(name)
+        .await
+        .ok()
+        .and_then(|locks| locks.into_iter().find(|info| info.kind == kind))
 }
 
 /// Who holds the lock of `kind` under `name`, as far as Redis tells, for messages.
 async fn who_holds(client: &Client, name: &str, kind: LockKind) -> String {
-    let found = client
-        .locks_named(name)
-        .await
-        .ok()
-        .and_then(|locks| locks.into_iter().find(|info| info.kind == kind));
-    match found {
+    match find(client, name, kind).await {
         Some(info) => output::describe(&info),
         None => format!("{kind} {name:?} is held"),
     }
 }
 
 fn spawn(plan: &RunPlan, guard: &Guard) -> Result<Child, Failure> {
+    let name = &plan.lock.name;
     let (program, rest) = plan
         .command
         .split_first()
         .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
     Command::new(program)
         .args(rest)
-        .env("RELOCK_NAME", &plan.name)
+        .env("RELOCK_NAME", name)
         .env("RELOCK_FENCE", guard.fence().to_string())
         .process_group(0)
         .spawn()
@@ -147,9 +268,9 @@ async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
 
 /// Releases the lock after the command exited and picks the exit code: the command's own
 /// when the lock held throughout, the lost-lock code when it did not.
-async fn finish(guard: Guard, name: &str, status: ExitStatus) -> Result<u8, Failure> {
-    let held_throughout = guard.is_held();
-    match guard.unlock().await {
+async fn finish(taken: Taken, name: &str, status: ExitStatus) -> Result<u8, Failure> {
+    let held_throughout = taken.guard.is_held();
+    match taken.release().await {
         Ok(()) if held_throughout => Ok(exit_code(status)),
         Ok(()) | Err(Error::NotHeld { .. }) => Err(Failure::new(
             exit::LOST,

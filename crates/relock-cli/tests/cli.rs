@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use relock_testkit::RedisServer;
+use relock_testkit::{RedisServer, ServerOptions};
 
 const RELOCK: &str = env!("CARGO_BIN_EXE_relock");
 
@@ -400,7 +400,7 @@ fn sigterm_to_relock_reaches_the_command_and_the_lock_is_released() {
 fn exit_codes_for_usage_reachability_and_the_command() {
     let server = RedisServer::start();
     let cases: [(&[&str], i32); 6] = [
-        (&["run", "x", "--lease", "30", "--", "true"], 64),
+        (&["run", "x", "--lease", "30x", "--", "true"], 64),
         (&["run", "x"], 64),
         (&["run", "x", "--", "/nonexistent/command"], 127),
         (&["run", "x", "--", "sh", "-c", "exit 7"], 7),
@@ -431,6 +431,23 @@ fn exit_codes_for_usage_reachability_and_the_command() {
         .expect("help");
     assert_eq!(code(&help), 0);
     assert!(String::from_utf8_lossy(&help.stdout).contains("Examples:"));
+}
+
+#[test]
+fn a_missing_password_exits_77_and_the_password_lets_the_run_through() {
+    let server = RedisServer::start_with(ServerOptions::default().password("s3cret"));
+    let refused = output(&server, &["run", "x", "--", "true"]);
+    assert_eq!(code(&refused), 77, "{}", stderr(&refused));
+    let url = server.url_with_auth(None, "s3cret");
+    let allowed = output(
+        &server,
+        &["--redis", url.as_str(), "run", "x", "--", "true"],
+    );
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), RedisServer::start().url()].join(",");
+    let refused = output(&server, &["--redlock", &masters, "run", "x", "--", "true"]);
+    assert_eq!(code(&refused), 77, "{}", stderr(&refused));
 }
 
 #[test]
@@ -731,7 +748,14 @@ fn status_lists_semaphores_rwlocks_and_fair_mutexes() {
     assert_eq!(semaphore["permits_in_use"], 2);
     assert_eq!(semaphore["permits_total"], 3);
     assert_eq!(semaphore["holds"], 1);
-    assert!(semaphore["fence"].is_null() && semaphore["holder"].is_null());
+    assert!(semaphore["fence"].is_null());
+    assert!(
+        semaphore["holder"]
+            .as_str()
+            .expect("the grant's holder label")
+            .ends_with(&label(&pool)),
+        "{semaphore}"
+    );
     let rwlock = by_name("catalog");
     assert_eq!(rwlock["kind"], "rwlock");
     assert_eq!(
@@ -787,7 +811,7 @@ fn each_kind_names_its_holder_when_refused_or_timed_out() {
         (
             &["--semaphore", "1"],
             "pool",
-            "semaphore \"pool\" held by 1 grant (1/1 permits",
+            "semaphore \"pool\" held by 1 grant of ",
         ),
         (&["--read"], "doc", "rwlock \"doc\" held by "),
         (&["--fair"], "turns", "fair-mutex \"turns\" held by "),
@@ -1038,4 +1062,251 @@ fn cluster_runs_exclude_each_other_and_status_lists_every_master() {
         .expect("run relock");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     drop(holders);
+}
+
+#[test]
+fn short_flags_skip_a_busy_lock_quietly_with_the_chosen_code() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "cron", "sleep", "30"]);
+    wait_until_held(&server, "cron");
+    let quiet = output(&server, &["run", "-n", "-q", "-E", "3", "cron", "true"]);
+    assert_eq!(code(&quiet), 3, "{}", stderr(&quiet));
+    assert_eq!(stderr(&quiet), "", "-q prints nothing for a busy lock");
+    let timed_out = output(&server, &["run", "-w", "0.3", "-E", "0", "cron", "true"]);
+    assert_eq!(code(&timed_out), 0, "-E replaces the timeout's code too");
+    assert!(
+        stderr(&timed_out).contains("gave up waiting"),
+        "{}",
+        stderr(&timed_out)
+    );
+    let unreachable = output(
+        &server,
+        &[
+            "--redis",
+            "redis://127.0.0.1:1",
+            "run",
+            "-q",
+            "-n",
+            "x",
+            "true",
+        ],
+    );
+    assert_eq!(code(&unreachable), 69);
+    assert!(
+        !stderr(&unreachable).is_empty(),
+        "-q hides only a busy lock"
+    );
+}
+
+#[test]
+fn a_command_needs_no_double_dash() {
+    let server = RedisServer::start();
+    let out = output(&server, &["run", "plain", "sh", "-c", "echo $RELOCK_FENCE"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fence: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the command ran with its fence");
+    assert!(fence > 0);
+    let shared = output(&server, &["run", "-s", "-w", "1", "plain", "true"]);
+    assert_eq!(code(&shared), 0, "{}", stderr(&shared));
+}
+
+#[test]
+fn verbose_says_who_holds_the_lock_while_waiting() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "long", "sleep", "30"]);
+    let held = wait_until_held(&server, "long");
+    let holder = held["holder"].as_str().expect("holder label");
+    let out = output(&server, &["run", "-v", "-w", "2.5", "long", "true"]);
+    assert_eq!(code(&out), 74, "{}", stderr(&out));
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|line| line.starts_with("relock: waited"))
+        .map(str::to_owned)
+        .collect();
+    assert!(!progress.is_empty(), "{}", stderr(&out));
+    assert!(
+        progress[0].contains(holder) && progress[0].contains("waiting"),
+        "{progress:?}"
+    );
+    let quiet = output(&server, &["run", "-w", "1.5", "long", "true"]);
+    assert!(!stderr(&quiet).contains("relock: waited"), "only with -v");
+}
+
+#[test]
+fn hold_at_least_keeps_the_lock_after_a_quick_command() {
+    let server = RedisServer::start();
+    let started = Instant::now();
+    let first = output(&server, &["run", "--hold-at-least", "3s", "daily", "true"]);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let skipped = output(&server, &["run", "-n", "daily", "true"]);
+    assert_eq!(code(&skipped), 73, "still held: {}", stderr(&skipped));
+    let listed = wait_until_held(&server, "daily");
+    let left = listed["remaining_ms"].as_u64().expect("an expiry");
+    assert!(left <= 3000, "ends at the hold, not with the lease: {left}");
+    let later = output(&server, &["run", "-w", "20", "daily", "true"]);
+    assert_eq!(code(&later), 0, "{}", stderr(&later));
+    assert!(started.elapsed() >= Duration::from_secs(3), "not before");
+}
+
+/// Spawns `relock hold NAME` with its standard input and output piped, and reads the fence
+/// it prints.
+fn hold(server: &RedisServer, name: &str) -> (Child, u64) {
+    use std::io::BufRead;
+    let mut child = relock(server, &["hold", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the fence");
+    let fence = line.trim().parse().expect("a fence on a line of its own");
+    (child, fence)
+}
+
+/// Waits for `child` to exit, killing it after `limit`.
+fn exit_within(mut child: Child, limit: Duration) -> i32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code().expect("exited normally");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("relock hold did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn hold_prints_the_fence_and_releases_when_stdin_closes_or_on_sigterm() {
+    let server = RedisServer::start();
+    let (mut child, fence) = hold(&server, "deploy");
+    let listed = wait_until_held(&server, "deploy");
+    assert_eq!(listed["fence"].as_u64(), Some(fence));
+    let busy = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&busy), 73, "held while stdin is open");
+    drop(child.stdin.take());
+    assert_eq!(exit_within(child, Duration::from_secs(10)), 0);
+    let free = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&free), 0, "released: {}", stderr(&free));
+
+    let (child, second) = hold(&server, "deploy");
+    assert!(second > fence);
+    nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signal");
+    assert_eq!(exit_within(child, Duration::from_secs(10)), 0);
+    let free = output(&server, &["run", "-n", "deploy", "true"]);
+    assert_eq!(code(&free), 0, "released on SIGTERM: {}", stderr(&free));
+}
+
+#[test]
+fn a_malformed_url_says_what_is_expected() {
+    let server = RedisServer::start();
+    let out = output(&server, &["--redis", "http://db:6379", "status"]);
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("expected redis://host:port"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn status_json_reports_a_failure_as_json() {
+    let server = RedisServer::start();
+    let out = output(
+        &server,
+        &["--redis", "redis://127.0.0.1:1", "status", "--json"],
+    );
+    assert_eq!(code(&out), 69);
+    let error: serde_json::Value =
+        serde_json::from_str(stderr(&out).trim()).expect("stderr is one JSON object");
+    assert_eq!(error["exit_code"], 69);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("127.0.0.1:1")),
+        "{error}"
+    );
+    let text = output(&server, &["--redis", "redis://127.0.0.1:1", "status"]);
+    assert!(stderr(&text).starts_with("relock: "), "text without --json");
+}
+
+#[test]
+fn a_semaphore_run_whose_total_differs_from_the_stored_one_is_warned() {
+    let server = RedisServer::start();
+    let _holder = background(&server, &["run", "--semaphore", "3", "pool", "sleep", "30"]);
+    wait_until_held(&server, "pool");
+    let differing = output(&server, &["run", "-n", "--semaphore", "5", "pool", "true"]);
+    assert_eq!(code(&differing), 0, "{}", stderr(&differing));
+    assert!(
+        stderr(&differing).contains("stored total of 3 permits, not the 5"),
+        "{}",
+        stderr(&differing)
+    );
+    let agreeing = output(&server, &["run", "-n", "--semaphore", "3", "pool", "true"]);
+    assert_eq!(code(&agreeing), 0, "{}", stderr(&agreeing));
+    assert_eq!(stderr(&agreeing), "", "no warning when the totals agree");
+}
+
+/// Polls until `relock status --json` shows a client waiting for `name`.
+fn wait_until_waiting(server: &RedisServer, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lock = wait_until_held(server, name);
+        if lock["waiting_clients"].as_u64().unwrap_or(0) >= 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody ever waited for {name}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Holds the mutex `name` for a minute under a token no `relock` has.
+fn hold_by_hand(server: &RedisServer, name: &str) {
+    let key = format!("relock:{{{name}}}:mutex");
+    assert_eq!(server.cli(&["SET", &key, "t:1", "PX", "60000"]), "OK");
+}
+
+#[test]
+fn a_waiting_run_rides_out_redis_down_for_two_seconds() {
+    let mut server = RedisServer::start();
+    hold_by_hand(&server, "blip");
+    let waiter = Background {
+        child: relock(&server, &["run", "--wait", "20s", "blip", "--", "true"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        group_file: None,
+    };
+    wait_until_waiting(&server, "blip");
+    server.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    // The restarted server has no lock: the waiter takes it as soon as it reaches it.
+    server.restart();
+    let out = finish(waiter, Duration::from_secs(20));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    hold_by_hand(&server, "gone");
+    let waiter = Background {
+        child: relock(&server, &["run", "--wait", "1s", "gone", "--", "true"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+        group_file: None,
+    };
+    wait_until_waiting(&server, "gone");
+    server.kill9();
+    let out = finish(waiter, Duration::from_secs(20));
+    let message = stderr(&out);
+    assert_eq!(code(&out), 69, "{message}");
+    assert!(
+        message.contains(&format!("Redis at {}", server.url())),
+        "names the URL: {message}"
+    );
 }

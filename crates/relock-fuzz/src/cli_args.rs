@@ -4,7 +4,7 @@
 
 use relock::fuzzing::{open_cluster, open_redlock, open_sentinel, open_single};
 use relock::SentinelOptions;
-use relock_cli::{Action, Config, Target, Wait, Want};
+use relock_cli::{Action, Config, LockPlan, Target, Wait, Want};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
@@ -27,17 +27,28 @@ pub fn cli_args(input: &[u8]) {
     };
     assert!(config.options.validate().is_ok());
     let _shown = config.target.to_string();
-    if let Action::Run(plan) = &config.action {
-        assert!(!plan.command.is_empty());
-        assert!(plan.lease <= LONGEST && plan.kill_grace <= LONGEST);
-        if let Wait::AtMost(limit) = plan.wait {
-            assert!(limit <= LONGEST);
+    match &config.action {
+        Action::Run(plan) => {
+            assert!(!plan.command.is_empty());
+            assert!(plan.kill_grace <= LONGEST);
+            check_lock(&plan.lock);
         }
-        if let Want::Semaphore { total, permits } = plan.want {
-            assert!(total >= 1 && permits >= 1, "{:?}", plan.want);
-        }
+        Action::Hold(plan) => check_lock(plan),
+        _ => {}
     }
     check_target(&config);
+}
+
+/// A lock plan read is within the documented bounds.
+fn check_lock(plan: &LockPlan) {
+    assert!(plan.lease <= LONGEST);
+    assert!(plan.hold_at_least.is_none_or(|d| d <= LONGEST));
+    if let Wait::AtMost(limit) = plan.wait {
+        assert!(limit <= LONGEST);
+    }
+    if let Want::Semaphore { total, permits } = plan.want {
+        assert!(total >= 1 && permits >= 1, "{:?}", plan.want);
+    }
 }
 
 /// The checks `relock` makes on its deployment before it opens a connection: whatever

@@ -2,9 +2,9 @@
 //!
 //! Input: one setting a line, applied in order to `ClientOptions::default()`:
 //! `prefix TEXT`, `holder_label TEXT`, `default_lease fixed|renewed D`, `wake_fallback D`,
-//! `response_timeout D`, `connection_timeout D`, `node_timeout D`, `fence_memory D`,
-//! `renew_batch N`, `clock_drift FACTOR D`, `wait_for_replicas N D`; and for a lock,
-//! `lease fixed|renewed D` and `permits N`. `D` is `<seconds>[.<nanoseconds>]` or `max`.
+//! `response_timeout D`, `connection_timeout D`, `node_timeout D`, `outage_limit D`,
+//! `fence_memory D`, `renew_batch N`, `clock_drift FACTOR D`, `wait_for_replicas N D`; and for
+//! a lock, `lease fixed|renewed D` and `permits N`. `D` is `<seconds>[.<nanoseconds>]` or `max`.
 //! Lines that do not read as one of these are skipped.
 
 use std::collections::BTreeMap;
@@ -105,6 +105,10 @@ fn client_setting(options: ClientOptions, line: &str) -> Option<(ClientOptions, 
         "response_timeout" => timeout(ClientOptions::response_timeout),
         "connection_timeout" => timeout(ClientOptions::connection_timeout),
         "node_timeout" => timeout(ClientOptions::node_timeout),
+        "outage_limit" => {
+            let d = text::duration(first)?;
+            Some((options.clone().outage_limit(d), false))
+        }
         "fence_memory" => {
             let d = text::duration(first)?;
             Some((options.clone().fence_memory(d), d > MAX_LEASE))

@@ -189,6 +189,32 @@ impl RedisCluster {
         port
     }
 
+    /// Kills (SIGKILL) the master that serves `slot` and waits until its replica, promoted by
+    /// the cluster itself once the node timeout passed, names itself the slot's master. Returns
+    /// the new master's port. Unlike [`failover`](Self::failover), writes the replica had not
+    /// received yet are lost.
+    ///
+    /// # Panics
+    ///
+    /// If the replica is not promoted within 30 s.
+    pub fn kill_master(&mut self, slot: u16) -> u16 {
+        let port = self.replica_of(slot).port();
+        let master = self.master_of(slot).port();
+        if let Some(node) = self.nodes.iter_mut().find(|n| n.port() == master) {
+            node.kill9();
+        }
+        let replica = self.node_on(port);
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        while owner_port(&views_of(replica), slot) != Some(port) {
+            assert!(
+                Instant::now() < deadline,
+                "the replica on port {port} was not promoted for slot {slot}"
+            );
+            thread::sleep(POLL);
+        }
+        port
+    }
+
     /// Moves `slot` to another master the way `redis-cli --cluster reshard` does: marks it
     /// importing on the target and migrating on the source, moves its keys with `MIGRATE`
     /// (which keeps their expiries), then assigns the slot to the target on every master.

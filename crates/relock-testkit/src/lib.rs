@@ -7,7 +7,8 @@
 //! `redis-cli`. A [`SentinelGroup`] is a master, a replica and three
 //! sentinels, with failovers on request; a [`RedisCluster`] is three masters and
 //! their replicas, with failovers and slot migrations on request. A [`Proxy`] stands between
-//! clients and a server and can cut them off. The [`process`] module helps integration tests
+//! clients and a server and can cut them off. A [`Postgres`] is a PostgreSQL server, for
+//! fenced writes to a real database. The [`process`] module helps integration tests
 //! that need several OS processes competing for the same lock.
 //!
 //! Setup failures panic with a message that says what went wrong and, when a
@@ -32,6 +33,7 @@ mod bins;
 mod cluster;
 mod net;
 mod options;
+mod postgres;
 pub mod process;
 mod proxy;
 mod sentinel;
@@ -42,7 +44,24 @@ pub use bins::{redis_cli_path, redis_server_path};
 pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;
 pub use options::ServerOptions;
+pub use postgres::{postgres_bin_dir, Postgres};
 pub use process::check_no_overlap;
 pub use proxy::Proxy;
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
+
+/// The URL in the environment variable `var` when it is set and not empty; otherwise a server
+/// made by `start`, returned beside its URL so that the caller decides how long it lives.
+fn from_env_or_start<S>(
+    var: &str,
+    start: impl FnOnce() -> S,
+    url: impl FnOnce(&S) -> String,
+) -> (String, Option<S>) {
+    match std::env::var(var) {
+        Ok(given) if !given.is_empty() => (given, None),
+        _ => {
+            let server = start();
+            (url(&server), Some(server))
+        }
+    }
+}

@@ -79,7 +79,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{self, Signal};
 use nix::time::{clock_gettime, ClockId};
 
 /// Environment variable telling a spawned test binary which role to play.
@@ -191,18 +191,34 @@ impl Workers {
     /// If a worker cannot be spawned; the ones spawned before it are killed
     /// and reaped.
     pub fn spawn(role: &str, count: usize, envs: &[(&str, String)]) -> Workers {
+        let commands = (0..count).map(|i| {
+            let mut command = worker_command(role, envs);
+            command.env(WORKER_INDEX_ENV, i.to_string());
+            command
+        });
+        Workers::spawn_commands(role, commands)
+    }
+
+    /// Spawns each of `commands` as a worker, numbered in order: other programs than the
+    /// current executable (an example binary, a command-line tool) spoken to in lines in the
+    /// same way. Their stdin and stdout are piped; stderr is left as each command has it.
+    ///
+    /// # Panics
+    ///
+    /// If a command cannot be spawned; the ones spawned before it are killed and reaped.
+    pub fn spawn_commands(role: &str, commands: impl IntoIterator<Item = Command>) -> Workers {
         let (sender, events) = mpsc::channel();
         let mut workers = Workers {
             role: role.to_owned(),
-            children: Vec::with_capacity(count),
+            children: Vec::new(),
             events,
         };
-        for i in 0..count {
-            let mut child = worker_command(role, envs)
-                .env(WORKER_INDEX_ENV, i.to_string())
+        for (i, mut command) in commands.into_iter().enumerate() {
+            let mut child = command
                 .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot spawn {role} worker {i}: {e}"));
+                .unwrap_or_else(|e| panic!("cannot spawn {role} worker {i} ({command:?}): {e}"));
             let stdout = child.stdout.take().expect("worker stdout is piped");
             // Owned by `workers` before anything else can fail, so that Drop reaps it.
             workers.children.push(child);
@@ -386,6 +402,23 @@ impl Workers {
         child
             .kill()
             .unwrap_or_else(|e| panic!("cannot kill {role} worker {index}: {e}"));
+    }
+
+    /// Sends worker `index` `SIGTERM`, as a service manager or Kubernetes does to stop a
+    /// process, without waiting for it to exit: [`reap`](Self::reap) it to get its status.
+    ///
+    /// # Panics
+    ///
+    /// If there is no worker `index`, it was already reaped, or the signal cannot be sent.
+    pub fn terminate(&mut self, index: usize) {
+        let (role, child) = self.role_and_child(index);
+        // A reaped child's pid may belong to another process by now.
+        assert!(
+            matches!(child.try_wait(), Ok(None)),
+            "{role} worker {index} has already exited"
+        );
+        signal::kill(crate::server::pid_of(child), Signal::SIGTERM)
+            .unwrap_or_else(|e| panic!("cannot send SIGTERM to {role} worker {index}: {e}"));
     }
 
     /// Waits for worker `index` to exit, looking every few milliseconds

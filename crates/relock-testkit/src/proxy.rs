@@ -1,11 +1,17 @@
 //! A TCP proxy between clients and one server, which can cut them off: while cut, it forwards
 //! nothing in either direction and leaves the bytes in the kernel's buffers, as a network that
-//! drops every packet does (TCP retransmits them once the link heals). It needs no privileges and no network namespace, and works the same everywhere.
+//! drops every packet does (TCP retransmits them once the link heals). It needs no privileges
+//! and no network namespace, and works the same everywhere.
+//!
+//! It cuts every connection at once, or one connection alone, known by its number in the order
+//! the proxy accepted them: a client's connections open in an order the test controls (its
+//! command connection when it is made, its pub/sub connection at its first wait).
 
+use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -16,8 +22,7 @@ const POLL: Duration = Duration::from_millis(5);
 #[derive(Debug)]
 pub struct Proxy {
     port: u16,
-    cut: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
+    flags: Flags,
 }
 
 impl Proxy {
@@ -35,14 +40,10 @@ impl Proxy {
             .local_addr()
             .expect("the proxy's listening address")
             .port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let flags = Flags {
-            cut: Arc::clone(&cut),
-            stop: Arc::clone(&stop),
-        };
-        thread::spawn(move || accept_loop(&listener, upstream, &flags));
-        Proxy { port, cut, stop }
+        let flags = Flags::default();
+        let accepting = flags.clone();
+        thread::spawn(move || accept_loop(&listener, upstream, &accepting));
+        Proxy { port, flags }
     }
 
     /// `redis://127.0.0.1:PORT/` of the proxy.
@@ -52,20 +53,44 @@ impl Proxy {
 
     /// Cuts (`true`) or heals (`false`) every connection through the proxy, current and new.
     pub fn set_cut(&self, cut: bool) {
-        self.cut.store(cut, Ordering::SeqCst);
+        self.flags.cut.store(cut, Ordering::SeqCst);
+    }
+
+    /// How many connections the proxy accepted so far. The next one is numbered this.
+    pub fn accepted(&self) -> usize {
+        self.flags.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Cuts (`true`) or heals (`false`) the connection numbered `connection` (from 0, in the
+    /// order they were accepted) alone; the others go on. [`set_cut`](Proxy::set_cut) cuts it
+    /// too, whatever this says.
+    pub fn set_cut_connection(&self, connection: usize, cut: bool) {
+        let mut cut_alone = self
+            .flags
+            .cut_alone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if cut {
+            cut_alone.insert(connection);
+        } else {
+            cut_alone.remove(&connection);
+        }
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.flags.stop.store(true, Ordering::SeqCst);
     }
 }
 
-#[derive(Clone)]
+#[derive(Clone, Debug, Default)]
 struct Flags {
     cut: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    /// The connections cut one by one.
+    cut_alone: Arc<Mutex<HashSet<usize>>>,
 }
 
 impl Flags {
@@ -73,8 +98,14 @@ impl Flags {
         self.stop.load(Ordering::SeqCst)
     }
 
-    fn cut(&self) -> bool {
+    /// Whether connection number `connection` is cut.
+    fn cut(&self, connection: usize) -> bool {
         self.cut.load(Ordering::SeqCst)
+            || self
+                .cut_alone
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&connection)
     }
 }
 
@@ -83,7 +114,8 @@ fn accept_loop(listener: &TcpListener, upstream: SocketAddr, flags: &Flags) {
         match listener.accept() {
             Ok((client, _)) => {
                 let flags = flags.clone();
-                thread::spawn(move || connect(client, upstream, &flags));
+                let connection = flags.accepted.fetch_add(1, Ordering::SeqCst);
+                thread::spawn(move || connect(client, upstream, &flags, connection));
             }
             // Nothing to accept yet, or a connection that failed before it was accepted.
             Err(_) => thread::sleep(POLL),
@@ -93,8 +125,8 @@ fn accept_loop(listener: &TcpListener, upstream: SocketAddr, flags: &Flags) {
 
 /// Opens the upstream side of one connection (not while cut: a connection attempt through a
 /// dead link does not complete either) and pumps both ways until one side closes.
-fn connect(client: TcpStream, upstream: SocketAddr, flags: &Flags) {
-    while flags.cut() && !flags.stopped() {
+fn connect(client: TcpStream, upstream: SocketAddr, flags: &Flags, connection: usize) {
+    while flags.cut(connection) && !flags.stopped() {
         thread::sleep(POLL);
     }
     let Ok(server) = TcpStream::connect(upstream) else {
@@ -105,17 +137,17 @@ fn connect(client: TcpStream, upstream: SocketAddr, flags: &Flags) {
         return;
     };
     let back = flags.clone();
-    thread::spawn(move || pump(server_in, client, &back));
-    pump(client_in, server, flags);
+    thread::spawn(move || pump(server_in, client, &back, connection));
+    pump(client_in, server, flags, connection);
 }
 
 /// Copies `from` to `to` while the link is up; stops when either side closes or the proxy
 /// stops, and then closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags) {
+fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags, connection: usize) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = [0u8; 16 * 1024];
     while !flags.stopped() {
-        if flags.cut() {
+        if flags.cut(connection) {
             thread::sleep(POLL);
             continue;
         }
@@ -123,7 +155,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags) {
             Ok(0) => break,
             Ok(n) => {
                 // Read just as the link was cut: hold it back like the rest.
-                while flags.cut() && !flags.stopped() {
+                while flags.cut(connection) && !flags.stopped() {
                     thread::sleep(POLL);
                 }
                 if to.write_all(&buf[..n]).is_err() {
@@ -143,26 +175,55 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    /// A one-shot echo server on loopback.
-    fn echo() -> SocketAddr {
+    /// An echo server on loopback for the first `connections` connections.
+    fn echo(connections: usize) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         thread::spawn(move || {
-            if let Ok((mut s, _)) = listener.accept() {
-                let mut buf = [0u8; 64];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 || s.write_all(&buf[..n]).is_err() {
-                        break;
+            for _ in 0..connections {
+                let Ok((mut s, _)) = listener.accept() else {
+                    return;
+                };
+                thread::spawn(move || {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 || s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
                     }
-                }
+                });
             }
         });
         addr
     }
 
+    /// Writes `bytes` and reads them back within `within`, or says it could not.
+    fn echoes(s: &mut TcpStream, bytes: &[u8; 4], within: Duration) -> bool {
+        s.set_read_timeout(Some(within)).expect("timeout");
+        let mut buf = [0u8; 4];
+        s.write_all(bytes).is_ok() && s.read_exact(&mut buf).is_ok() && &buf == bytes
+    }
+
+    #[test]
+    fn one_connection_is_cut_alone() {
+        let proxy = Proxy::start(echo(2));
+        let mut first = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(echoes(&mut first, b"one!", Duration::from_secs(5)));
+        let mut second = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(echoes(&mut second, b"two!", Duration::from_secs(5)));
+        assert_eq!(proxy.accepted(), 2);
+
+        proxy.set_cut_connection(1, true);
+        assert!(!echoes(&mut second, b"lost", Duration::from_millis(300)));
+        assert!(
+            echoes(&mut first, b"live", Duration::from_secs(5)),
+            "the other goes on"
+        );
+    }
+
     #[test]
     fn a_cut_link_holds_the_bytes_until_it_heals() {
-        let proxy = Proxy::start(echo());
+        let proxy = Proxy::start(echo(1));
         let mut s = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_millis(300)))
             .expect("timeout");

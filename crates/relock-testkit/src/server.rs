@@ -114,6 +114,17 @@ impl RedisServer {
         server
     }
 
+    /// The server at `REDIS_URL` when that is set and not empty; otherwise a private server
+    /// started with default [`ServerOptions`], returned beside its URL so that it lives as long
+    /// as the caller keeps it. For examples and demos that users may point at their own Redis.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), when a private server is needed.
+    pub fn from_env_or_start() -> (String, Option<Self>) {
+        crate::from_env_or_start("REDIS_URL", Self::start, Self::url)
+    }
+
     /// The TCP port on 127.0.0.1; it stays the same across [`restart`](Self::restart).
     pub fn port(&self) -> u16 {
         self.port
@@ -630,13 +641,13 @@ impl Drop for RedisServer {
     }
 }
 
-fn pid_of(child: &Child) -> Pid {
+pub(crate) fn pid_of(child: &Child) -> Pid {
     // Linux pids fit in i32; a failure here would mean a corrupt pid.
     Pid::from_raw(i32::try_from(child.id()).expect("process id does not fit in pid_t"))
 }
 
 /// `SIGKILL` and reap within a bounded time, so no zombie is left behind.
-fn hard_kill(mut child: Child) -> Result<(), String> {
+pub(crate) fn hard_kill(mut child: Child) -> Result<(), String> {
     // An error only means it already exited; reaping below still applies.
     let _ = child.kill();
     let deadline = Instant::now() + REAP_TIMEOUT;
@@ -652,7 +663,7 @@ fn hard_kill(mut child: Child) -> Result<(), String> {
 
 /// Runs `cmd` with piped output, killing it if it outlives `timeout`.
 /// Output is drained on threads so a chatty child cannot block on a full pipe.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<String, String> {
+pub(crate) fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<String, String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -695,7 +706,7 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> thread::JoinHandle<String
     })
 }
 
-fn read_lossy(path: &Path) -> String {
+pub(crate) fn read_lossy(path: &Path) -> String {
     let mut bytes = Vec::new();
     if let Ok(mut file) = File::open(path) {
         let _ = file.read_to_end(&mut bytes);

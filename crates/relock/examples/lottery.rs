@@ -5,10 +5,12 @@
 //!
 //! At noon every worker tries the lock once. The winner checks that nobody drew yet (a worker
 //! that arrives after the winner released would otherwise draw again), draws, and records the
-//! result together with its fencing token. The others report who holds the lock.
+//! result together with its fencing token. The others report who holds the lock. Every worker
+//! shuts its client down before it exits, so that no lock outlives the program.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use relock::{Client, ClientOptions, Error};
 
@@ -35,11 +37,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let until_noon = u64::try_from(noon.saturating_sub(now))?;
     tokio::time::sleep(Duration::from_millis(until_noon)).await;
 
+    let taken_part = take_part(&client, &mut results, &result_key, &me, worker, draw).await;
+    // Whatever happened above, give the lock back before exiting: a `?` there dropped the
+    // guard, and a dropped guard only queues its release to the client's background task,
+    // which ends with `main`. The shutdown releases every lock still held and waits for Redis.
+    client.shutdown().await?;
+    taken_part
+}
+
+/// Tries the lock once; the winner draws unless the draw is done, the others report who holds
+/// the lock.
+async fn take_part(
+    client: &Client,
+    results: &mut MultiplexedConnection,
+    result_key: &str,
+    me: &str,
+    worker: &str,
+    draw: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mutex = client.mutex(format!("lottery:{draw}"))?;
     match mutex.try_lock().await {
         Ok(guard) => {
             let fence = guard.fence();
-            let already: Option<String> = results.get(&result_key).await?;
+            let already: Option<String> = results.get(result_key).await?;
             if let Some(result) = already {
                 println!("{me}: got the lock (fence {fence}) but the draw is done: {result}");
             } else {
@@ -47,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 // The draw takes a moment; the others must not draw meanwhile.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 let record = format!("{winners:?} drawn by worker {worker} under fence {fence}");
-                let _: () = results.set_ex(&result_key, &record, 3600).await?;
+                let _: () = results.set_ex(result_key, &record, 3600).await?;
                 println!("{me}: DREW THE WINNERS {winners:?} (fence {fence})");
             }
             guard.unlock().await?;

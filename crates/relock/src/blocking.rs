@@ -19,6 +19,8 @@
 //! with its lease. Dropped inside a runtime, a guard releases in the background instead, on
 //! the client's runtime. That runtime shuts down when the client and every handle and guard
 //! made from it are dropped, after giving the releases still under way a second to finish.
+//! Before the program exits with guards still alive (held by other threads, which the process
+//! ends without unwinding), call [`Client::shutdown`], which gives their locks back.
 //!
 //! # Examples
 //!
@@ -160,9 +162,10 @@ macro_rules! guard_methods {
                 self.held.wait_lost(timeout)
             }
 
-            #[doc = concat!("Sets the lease of the ", $what, " to `lease` from now, if it is")]
-            /// still held. For a renewed lease the renewal task goes on renewing with the
-            /// lock's own lease length afterwards.
+            #[doc = concat!("Makes the lease of the ", $what, " last at least `lease` from now,")]
+            /// if it is still held. It never shortens the lease: with less than the time left,
+            /// nothing changes. A renewed lease is renewed as before, which never cuts an
+            /// extension short.
             ///
             /// # Errors
             ///

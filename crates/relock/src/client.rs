@@ -3,15 +3,16 @@
 use std::fmt;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::conn::Conn;
 use crate::error::{Error, Result};
+use crate::holds::{Holds, Registered};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
 use crate::mutex::Mutex;
-use crate::notify::{Notifier, Source};
+use crate::notify::{Notifier, Source, Timing};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
@@ -21,9 +22,14 @@ use crate::token::random_id;
 ///
 /// One `Client` per process is the intended use: it holds one multiplexed connection for lock
 /// commands, one pub/sub connection (opened on first contention) for release notifications,
-/// and one task that renews every renewed lease in batches. Cloning is cheap and shares all of
-/// it. Commands are never retried silently except where the lock token makes a retry
-/// idempotent; the connection reconnects in the background after a failure.
+/// and one task that renews every renewed lease in batches and runs the releases of dropped
+/// guards. Cloning is cheap and shares all of it. Commands are never retried silently except
+/// where the lock token makes a retry idempotent; the connection reconnects in the background
+/// after a failure.
+///
+/// Call [`shutdown`](Client::shutdown) before the program exits: a guard dropped on the way
+/// out only queues its release to the background task, which the runtime stops as `main`
+/// returns, and the lock then stays held until its lease ends.
 ///
 /// # Examples
 ///
@@ -36,6 +42,7 @@ use crate::token::random_id;
 /// let guard = client.mutex("nightly-report")?.lock().await?;
 /// // ... the work only one instance may do ...
 /// guard.unlock().await?;
+/// client.shutdown().await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -55,13 +62,16 @@ pub(crate) struct Shared {
     pub(crate) id: String,
     pub(crate) keeper: Keeper,
     pub(crate) notifier: Arc<Notifier>,
+    /// Every hold of every lock made from this client, until a shutdown gives them back.
+    pub(crate) holds: Holds,
 }
 
 impl Client {
     /// Connects with default options.
     ///
     /// Accepts what the `redis` crate accepts: a URL such as `redis://127.0.0.1:6379/`,
-    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`.
+    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`, and a
+    /// [`redis::ConnectionInfo`]. From a [`redis::Client`], use [`Client::from_redis`].
     ///
     /// # Panics
     ///
@@ -70,8 +80,10 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
-    /// reached or refuses the credentials; [`Error::Unsupported`](crate::Error::Unsupported)
-    /// for a `rediss://` URL when relock was built without its `tls` feature.
+    /// reached; also when Redis refuses the credentials or requires a password the URL lacks,
+    /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a `rediss://` URL when relock was
+    /// built without its `tls` feature.
     ///
     /// # Cancel safety
     ///
@@ -125,8 +137,47 @@ impl Client {
             .set_response_timeout(Some(options.response_timeout))
             .set_connection_timeout(Some(options.connection_timeout))
             .set_number_of_retries(1);
-        let conn = Conn::Single(ConnectionManager::new_with_config(redis.clone(), config).await?);
-        Client::assemble(conn, Source::Single(redis), options)
+        let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
+        check_access(&mut manager).await?;
+        Client::assemble(Conn::Single(manager), Source::Single(redis), options)
+    }
+
+    /// Connects to the server an existing [`redis::Client`] is configured for, so that a
+    /// service that already talks to Redis configures it once. The address, database,
+    /// credentials and TLS settings are taken from it; relock opens connections of its own
+    /// (its lock commands and its release notifications must not queue behind the service's
+    /// commands), with `options`' timeouts.
+    ///
+    /// To start from a [`redis::ConnectionInfo`], pass it to [`Client::connect_with_options`]:
+    /// it is accepted wherever a URL is.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect_with_options`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is left behind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// let redis = redis::Client::open(url.as_str())?; // the service's own client
+    /// let locks = relock::Client::from_redis(&redis, relock::ClientOptions::default()).await?;
+    /// locks.mutex("migrations")?.lock().await?.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_redis(redis: &redis::Client, options: ClientOptions) -> Result<Client> {
+        Client::connect_with_options(redis.get_connection_info().clone(), options).await
     }
 
     /// A client over a connection made for some deployment, with its notification source;
@@ -145,10 +196,7 @@ impl Client {
         let nodes = Arc::new(nodes);
         let conn = nodes.first().clone();
         let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
-        let notifier = Notifier::spawn_all(
-            sources,
-            options.connection_timeout + options.response_timeout,
-        );
+        let notifier = Notifier::spawn_all(sources, Timing::of(&options));
         Ok(Client {
             shared: Arc::new(Shared {
                 conn,
@@ -157,6 +205,7 @@ impl Client {
                 options,
                 keeper,
                 notifier,
+                holds: Holds::default(),
             }),
         })
     }
@@ -203,6 +252,83 @@ impl Client {
     ) -> Result<Mutex> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         Mutex::new(Arc::clone(&self.shared), keys, options)
+    }
+
+    /// Gives back every lock this client holds and stops its background work: what to call
+    /// before the program exits.
+    ///
+    /// Every hold of every lock made from the client (any primitive, renewed or fixed lease)
+    /// is released at once, and the shutdown waits for Redis to answer those releases and the
+    /// releases of dropped guards still under way, for at most the client's
+    /// [`shutdown_timeout`](ClientOptions::shutdown_timeout) (5 s by default). Then the
+    /// renewal task and the notification tasks stop, and their connections close.
+    ///
+    /// This is needed because dropping a guard only queues its release to the client's
+    /// background task: when `main` returns (or `?` leaves it) right after, the runtime shuts
+    /// down first and the lock stays held until its lease ends, up to 30 s by default.
+    ///
+    /// After it, every guard of the client reports [`is_held`](crate::MutexGuard::is_held)
+    /// `false`, its `lost()` completes with [`Lost::Shutdown`](crate::Lost::Shutdown), and its
+    /// `unlock` and `extend` return [`Error::Shutdown`]; dropping it does nothing. Every
+    /// acquire returns [`Error::Shutdown`], and a `lock()` waiting when the shutdown began
+    /// returns it too.
+    ///
+    /// A client and its clones are one client: shutting down through any clone shuts down all
+    /// of them, and every lock handle made from any of them. Shutting down again returns at
+    /// once. Dropping a client does not shut it down: its handles and guards keep it alive.
+    ///
+    /// It is called `shutdown`, not `close`, because it does more than close connections: it
+    /// gives back locks and ends background work first, as tokio's `Runtime::shutdown_timeout`
+    /// and Redisson's `RedissonClient.shutdown()` do.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShutdownIncomplete`] when Redis did not answer every release within the
+    /// shutdown timeout: those locks end with their leases. The client is shut down all the
+    /// same.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in what it waits for: the client is shut down and every hold is given
+    /// up as soon as it starts, and its releases go on in the background if the future is
+    /// dropped, but nothing waits for them any more.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// let client = relock::Client::connect(url.as_str()).await?;
+    /// let guard = client.mutex("nightly-report")?.lock().await?;
+    /// // ... the work; an early `return` or `?` would drop the guard ...
+    /// client.shutdown().await?;
+    /// assert!(!guard.is_held());
+    /// assert!(matches!(guard.unlock().await, Err(relock::Error::Shutdown)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) -> Result<()> {
+        let shared = &self.shared;
+        let releases = shared
+            .holds
+            .shut_down()
+            .into_iter()
+            .map(|Registered { lease, release }| {
+                lease.shut_down();
+                release
+            })
+            .collect();
+        shared.notifier.stop();
+        let unanswered = shared
+            .keeper
+            .shut_down(releases, shared.options.shutdown_timeout)
+            .await;
+        if unanswered > 0 {
+            return Err(Error::ShutdownIncomplete { unanswered });
+        }
+        Ok(())
     }
 
     /// This client's random identity (128 bits from the OS, as 22 characters).
@@ -268,6 +394,15 @@ fn connection_info<T: IntoConnectionInfo>(target: T) -> Result<ConnectionInfo> {
         }
         Error::from(e)
     })
+}
+
+/// Sends one `PING` on a new connection. A server that requires a password the URL lacks
+/// accepts the connection and refuses its commands; found here, that is a clear
+/// authentication failure (`NOAUTH`) instead of whatever the first lock script runs into
+/// (a long script from an unauthenticated client is cut off as a protocol error).
+pub(crate) async fn check_access(conn: &mut impl ConnectionLike) -> Result<()> {
+    redis::cmd("PING").query_async::<()>(conn).await?;
+    Ok(())
 }
 
 impl Shared {

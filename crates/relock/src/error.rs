@@ -10,6 +10,9 @@ use std::time::Duration;
 ///
 /// # Examples
 ///
+/// Most callers need no `match`: `?` passes errors on, and [`Optional::optional`] turns "held
+/// by another owner" into `None`. Match where the details matter:
+///
 /// ```no_run
 /// # async fn demo(mutex: relock::Mutex) -> Result<(), relock::Error> {
 /// match mutex.try_lock().await {
@@ -102,6 +105,17 @@ pub enum Error {
     /// A [`blocking`](crate::blocking) call was made inside a tokio runtime, where blocking
     /// would stall the runtime's threads: use the async API there.
     BlockingInAsync,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it acquires
+    /// nothing any more, and a guard whose hold the shutdown gave back can no longer be
+    /// released or extended.
+    Shutdown,
+    /// A shutdown gave back every hold, but Redis did not answer some of the releases within
+    /// the client's [`shutdown_timeout`](crate::ClientOptions::shutdown_timeout): those locks
+    /// may stay held until their leases end.
+    ShutdownIncomplete {
+        /// How many releases were not answered.
+        unanswered: usize,
+    },
     /// Redis could not be reached, timed out, refused the credentials or answered with an error.
     Redis(redis::RedisError),
     /// Redis answered with a reply of a shape the lock scripts never produce.
@@ -117,11 +131,34 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the lock was not taken because another owner held it: [`Error::Held`] from a
+    /// `try_*` call, or [`Error::Timeout`] from a wait that ran out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: relock::Mutex) -> Result<(), relock::Error> {
+    /// if let Err(e) = mutex.try_lock().await {
+    ///     assert!(e.is_held(), "only a busy lock is expected here: {e}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_held(&self) -> bool {
+        matches!(self, Error::Held { .. } | Error::Timeout { .. })
+    }
+
     /// Whether the error means Redis could not be reached or did not answer in time, so the same
-    /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`)
-    /// and sentinels that know no master for the service right now (during a failover) count
-    /// as unavailable too.
+    /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`),
+    /// a server still loading its data after a restart (`LOADING`), a cluster that is down or
+    /// asks to try again (`CLUSTERDOWN`, `TRYAGAIN`) and sentinels that know no master for the
+    /// service right now (during a failover) count as unavailable too. Refused credentials, a
+    /// key of the wrong type and other error replies do not: trying again would not help.
+    ///
+    /// Waiters retry these errors until their wait limit (see
+    /// [`ClientOptions::outage_limit`](crate::ClientOptions::outage_limit)).
     pub fn is_unavailable(&self) -> bool {
+        use redis::ServerErrorKind as Server;
         match self {
             Error::Redis(e) => {
                 e.is_io_error()
@@ -131,7 +168,11 @@ impl Error {
                     || matches!(
                         e.kind(),
                         redis::ErrorKind::Server(
-                            redis::ServerErrorKind::ReadOnly | redis::ServerErrorKind::MasterDown
+                            Server::ReadOnly
+                                | Server::MasterDown
+                                | Server::BusyLoading
+                                | Server::ClusterDown
+                                | Server::TryAgain
                         ) | redis::ErrorKind::MasterNameNotFoundBySentinel
                     )
             }
@@ -229,6 +270,12 @@ impl fmt::Display for Error {
             Error::BlockingInAsync => {
                 f.write_str("a blocking lock call was made inside an async runtime")
             }
+            Error::Shutdown => f.write_str("the client was shut down"),
+            Error::ShutdownIncomplete { unanswered } => write!(
+                f,
+                "shutdown: redis did not answer {unanswered} releases in time; those locks end \
+                 with their leases"
+            ),
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::UnexpectedReply { detail } => {
                 write!(f, "unexpected reply from redis: {detail}")
@@ -264,3 +311,50 @@ impl From<redis::RedisError> for Error {
 
 /// The result type of relock's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns "held by another owner" into `None`, so that the common "do it unless another
+/// instance does" takes no `match` on error variants.
+///
+/// The same shape as the `optional()` many database crates offer for "no row": the other
+/// errors still come out as errors. Implemented for every `Result` of relock.
+///
+/// # Examples
+///
+/// The cron leader: one instance runs the job, the others skip it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), relock::Error> {
+/// # let server = relock_testkit::RedisServer::start();
+/// # let client = relock::Client::connect(server.url().as_str()).await?;
+/// use relock::Optional;
+///
+/// let mutex = client.mutex("cron:cleanup")?;
+/// let Some(guard) = mutex.try_lock().await.optional()? else {
+///     return Ok(()); // another instance runs it
+/// };
+/// // ... the job ...
+/// assert!(mutex.try_lock().await.optional()?.is_none());
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub trait Optional<T> {
+    /// `Ok(Some(value))` for a value, `Ok(None)` when [`Error::is_held`] (the lock was held by
+    /// another owner, or a wait for it ran out), and the error otherwise.
+    ///
+    /// # Errors
+    ///
+    /// Every error but [`Error::Held`] and [`Error::Timeout`], unchanged.
+    fn optional(self) -> Result<Option<T>>;
+}
+
+impl<T> Optional<T> for Result<T> {
+    fn optional(self) -> Result<Option<T>> {
+        match self {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if e.is_held() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}

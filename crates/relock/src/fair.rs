@@ -1,6 +1,7 @@
 //! The fair mutex: one holder at a time per name, and waiters served in order of arrival.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -29,9 +30,9 @@ static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
 /// hand-off costs two script calls however many wait. [`try_lock`](FairMutex::try_lock) takes
 /// the lock only when it is free and nobody waits for it.
 ///
-/// Use it where waiters must not starve, or where the order of turns matters. Where it does
-/// not, [`Mutex`](crate::Mutex) is cheaper: its waiters need no place in a line and no
-/// refreshing of it.
+/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also wakes the waiter
+/// that has waited longest and lets none starve, but promises no order: a request that finds
+/// its lock free (and not kept for a woken waiter) takes it, whoever waits.
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
@@ -194,10 +195,11 @@ impl FairMutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves
-    /// the line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds
-    /// another Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached
-    /// after a few resends.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves the
+    /// line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds another
+    /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the
+    /// wait limit (without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
     ///
     /// # Cancel safety
     ///
@@ -300,6 +302,29 @@ impl FairMutex {
         let held = grant::try_acquire(&self.trying).await?;
         Ok(FairMutexGuard { held })
     }
+
+    /// Waits for the lock as [`lock`](FairMutex::lock) does, runs `work` while it is held,
+    /// and gives it back: [`FairMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`FairMutex::lock`] while waiting, then as [`FairMutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairMutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and gives the lock back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
+    }
 }
 
 impl fmt::Debug for FairMutex {
@@ -399,6 +424,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](FairMutexGuard::unlock) to learn whether it was still held.
 /// Dropping the guard releases the lock in the background, best effort, and the first waiter
 /// is woken; if that release cannot reach Redis, the lock frees itself when its lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -417,7 +445,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases the lock right away"]
+#[must_use = "dropping the guard only queues its release to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct FairMutexGuard {
     held: Held<Inner>,
 }
@@ -460,8 +488,10 @@ impl FairMutexGuard {
         self.held.lost().await
     }
 
-    /// Sets the lease to `lease` from now, if the lock is still held. For a renewed lease the
-    /// renewal task goes on renewing with the lock's own lease length afterwards.
+    /// Makes the lease last at least `lease` from now, if the lock is still held. It
+    /// never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///
@@ -519,6 +549,50 @@ impl FairMutexGuard {
     /// See [`FairMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases the lock, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the lock is left to end by itself at `at` instead of being given back now;
+    /// otherwise this is [`unlock`](FairMutexGuard::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the lock is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the lock is held, then releases it, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the lock is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases it in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

@@ -9,6 +9,7 @@
 //! release and extend reply `1` done, `0` nothing held, `-1` held by another owner.
 
 use std::future::{poll_fn, Future};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -19,11 +20,12 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::keeper::Renewal;
+use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::observe::{self, Acquiring, Hold};
-use crate::options::{lease_millis, Lease, ReplicaAck};
+use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck, MIN_LEASE};
+use crate::race::{self, Branch};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -87,6 +89,17 @@ pub(crate) trait Resource: Send + Sync + 'static {
     }
 }
 
+/// How an extension moves a grant's expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extension {
+    /// To at least the lease from now, never earlier: what `extend` and renewals do, so that
+    /// the guard's deadline, the latest it was told of, is never later than Redis's expiry.
+    AtLeast,
+    /// To exactly the lease from now, earlier or later: only for a grant being given up,
+    /// whose guard claims nothing afterwards (a release no earlier than a point).
+    Exactly,
+}
+
 /// What one acquire request found.
 pub(crate) enum Reply {
     Granted {
@@ -137,7 +150,7 @@ async fn wait_for_grant<R: Resource>(
     let started = Instant::now();
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
-    if let Reply::Granted { fences, sent_at } = attempt.send().await? {
+    if let Reply::Granted { fences, sent_at } = attempt.send_through_outage(deadline).await? {
         return attempt.hold(fences, sent_at).await;
     }
     acquiring.found_held();
@@ -146,7 +159,7 @@ async fn wait_for_grant<R: Resource>(
     let waiters = Waiters::register(resource, resource.wake_target(&attempt.token)).await;
     let mut woken_by = None;
     loop {
-        let remaining = match attempt.send().await? {
+        let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
             Reply::Held { remaining } => remaining,
         };
@@ -162,9 +175,16 @@ async fn wait_for_grant<R: Resource>(
         }
         let wake_at = now + nap(resource.shared().options.wake_fallback, remaining);
         let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-        woken_by = tokio::time::timeout_at(wake_at, waiters.woken())
-            .await
-            .unwrap_or(None);
+        let woken = pin!(async {
+            Ok(tokio::time::timeout_at(wake_at, waiters.woken())
+                .await
+                .unwrap_or(None))
+        });
+        let shut_down = pin!(async {
+            resource.shared().holds.shutting_down().await;
+            Err(Error::Shutdown)
+        });
+        woken_by = race::first([woken as Branch<'_, _>, shut_down]).await?;
     }
 }
 
@@ -244,6 +264,40 @@ fn nap(fallback: Duration, remaining: Option<Duration>) -> Duration {
     nap.max(Duration::from_millis(1))
 }
 
+/// A waiter's retries while Redis cannot be reached: pauses that double from
+/// [`RESEND_PAUSE`] up to the wake fallback, jittered, until the waiter's deadline or, without
+/// one, the client's [`outage_limit`](ClientOptions::outage_limit) after the first failure.
+struct Outage {
+    /// When to give up; `None` for a limit too far away to count.
+    until: Option<Instant>,
+    pause: Duration,
+    longest_pause: Duration,
+}
+
+impl Outage {
+    fn begin(options: &ClientOptions, deadline: Option<Instant>) -> Outage {
+        Outage {
+            until: deadline.or_else(|| Instant::now().checked_add(options.outage_limit)),
+            pause: RESEND_PAUSE,
+            longest_pause: options.wake_fallback.max(RESEND_PAUSE),
+        }
+    }
+
+    /// How long to pause before trying again, never past the end of the outage's patience:
+    /// `None` once it has ended.
+    fn next_pause(&mut self) -> Option<Duration> {
+        let left = match self.until {
+            Some(until) => until
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())?,
+            None => Duration::MAX,
+        };
+        let pause = self.pause.mul_f64(0.5 + 0.5 * jitter_fraction());
+        self.pause = (self.pause * 2).min(self.longest_pause);
+        Some(pause.min(left))
+    }
+}
+
 /// One owner token's attempts to acquire. While `armed`, a request may have been granted
 /// without the reply reaching us; dropping the attempt then releases that token in the
 /// background, which is what makes a cancelled acquire leave the lock free.
@@ -259,7 +313,11 @@ struct Attempt<'a, R: Resource> {
 }
 
 impl<'a, R: Resource> Attempt<'a, R> {
+    /// An attempt of a client that was not shut down.
     fn new(resource: &'a Arc<R>) -> Result<Self> {
+        if resource.shared().holds.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         Ok(Attempt {
             resource,
             token: OwnerToken::new()?,
@@ -286,13 +344,35 @@ impl<'a, R: Resource> Attempt<'a, R> {
         self.interpret(&sent.reply?, sent.at)
     }
 
+    /// [`send`](Attempt::send) for a waiter: while Redis cannot be reached, tries again until
+    /// Redis answers or the [`Outage`] ends, and then returns the last error. The attempt keeps
+    /// its token, so a grant whose reply was lost becomes the caller's (RedLock takes a new
+    /// token only after releasing the old one's partial grant).
+    async fn send_through_outage(&mut self, deadline: Option<Instant>) -> Result<Reply> {
+        let mut outage = None;
+        loop {
+            match self.send().await {
+                Err(e) if e.is_unavailable() => {
+                    let outage = outage.get_or_insert_with(|| {
+                        Outage::begin(&self.resource.shared().options, deadline)
+                    });
+                    let Some(pause) = outage.next_pause() else {
+                        return Err(e);
+                    };
+                    tokio::time::sleep(pause).await;
+                }
+                reply => return reply,
+            }
+        }
+    }
+
     /// Turns the grant into a held lock, once as many replicas as the client asks for
     /// acknowledged it.
     async fn hold(mut self, fences: Vec<Fence>, sent_at: Instant) -> Result<Held<R>> {
         if let Some(ack) = self.resource.shared().options.replica_ack {
             self.confirm_replicated(ack).await?;
         }
-        Ok(self.into_held(fences, sent_at))
+        self.into_held(fences, sent_at).await
     }
 
     /// Waits for the replicas to acknowledge the grant (`WAIT` on the connection the grant
@@ -373,8 +453,9 @@ impl<'a, R: Resource> Attempt<'a, R> {
         }
     }
 
-    fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Held<R> {
-        self.armed = false;
+    /// Registers the grant among the client's holds and hands it to its guard; when the
+    /// client was shut down while the grant was on its way, releases it and refuses.
+    async fn into_held(mut self, fences: Vec<Fence>, sent_at: Instant) -> Result<Held<R>> {
         let r = self.resource;
         let lease = Arc::new(LeaseState::new(
             r.lease().duration(),
@@ -383,18 +464,26 @@ impl<'a, R: Resource> Attempt<'a, R> {
             sent_at,
             Hold::granted(r.as_ref(), first_fence(&fences)),
         ));
+        let release = release_of(r.as_ref(), &self.token);
+        if let Err(release) = r.shared().holds.register(Arc::clone(&lease), release) {
+            // Still armed: if this is cancelled, the attempt's drop releases in the background.
+            release.await;
+            self.armed = false;
+            return Err(Error::Shutdown);
+        }
+        self.armed = false;
         if r.lease().is_renewed() {
             r.shared()
                 .keeper
-                .watch(Arc::clone(&lease), r.renewals(&self.token));
+                .watch(Arc::clone(&lease), r.renewals(&self.token), sent_at);
         }
-        Held {
+        Ok(Held {
             resource: Arc::clone(r),
             token: self.token.clone(),
             fences,
             lease,
             released: false,
-        }
+        })
     }
 }
 
@@ -446,15 +535,23 @@ async fn invoke_resending<T: redis::FromRedisValue>(
     }
 }
 
-fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+/// Releases whatever `token` holds in the background, best effort.
+pub(crate) fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+    resource
+        .shared()
+        .keeper
+        .release(release_of(resource, token));
+}
+
+/// The best-effort release of whatever `token` holds, sent once when run: for a dropped guard,
+/// a cancelled acquire, or a hold a shutdown gives back.
+fn release_of<R: Resource>(resource: &R, token: &OwnerToken) -> Release {
     if resource.shared().nodes.is_distributed() {
-        return redlock::release_in_background(resource, token);
+        return redlock::release_of(resource, token);
     }
     let invocation = resource.release_script(token);
     let mut conn = resource.shared().conn.clone();
-    resource.shared().keeper.release(Box::pin(async move {
-        let _ = invocation.invoke_async::<i64>(&mut conn).await;
-    }));
+    Box::pin(async move { invocation.invoke_async::<i64>(&mut conn).await.is_ok() })
 }
 
 /// The fence of the first name of a grant: the one a grant of a single name is known by.
@@ -505,18 +602,25 @@ impl<R: Resource> Held<R> {
     }
 
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
-        observe::extension(&self.lease, self.send_extend(lease)).await
+        observe::extension(&self.lease, self.send_extend(lease, Extension::AtLeast)).await
     }
 
-    async fn send_extend(&self, lease: Duration) -> Result<()> {
+    async fn send_extend(&self, lease: Duration, how: Extension) -> Result<()> {
         let lease_ms = lease_millis(lease)?;
         let r = &self.resource;
+        if r.shared().holds.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
+        let mut invocation = r.extend_script(&self.token, lease_ms);
+        if how == Extension::Exactly {
+            // Every extend script reads a last argument `exactly` as leave to shorten.
+            invocation.arg("exactly");
+        }
         if r.shared().nodes.is_distributed() {
-            return redlock::extend(r.as_ref(), &self.token, &self.lease, lease, lease_ms).await;
+            return redlock::extend(r.as_ref(), invocation, &self.lease, lease).await;
         }
         let sent_at = Instant::now();
-        let reply = r
-            .extend_script(&self.token, lease_ms)
+        let reply = invocation
             .invoke_async::<i64>(&mut r.shared().conn.clone())
             .await
             .map_err(|e| Error::from_redis(e, r.name()))?;
@@ -531,7 +635,8 @@ impl<R: Resource> Held<R> {
 
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while
     /// the validity deadline has not passed, an earlier send released it: nobody else can have
-    /// taken a lock that was still validly ours.
+    /// taken a lock that was still validly ours, short of a forced removal in between, which
+    /// this cannot tell from it without a trace of every release (`docs/faults.md`).
     pub(crate) async fn unlock(self) -> Result<()> {
         let lease = Arc::clone(&self.lease);
         observe::release(&lease, self.release()).await
@@ -539,8 +644,13 @@ impl<R: Resource> Held<R> {
 
     async fn release(mut self) -> Result<()> {
         self.stop_renewing();
-        if self.resource.shared().nodes.is_distributed() {
+        if !self.resource.shared().holds.is_live(self.lease.id()) {
+            // The client's shutdown released it.
             self.released = true;
+            return Err(Error::Shutdown);
+        }
+        if self.resource.shared().nodes.is_distributed() {
+            self.end_hold();
             return redlock::unlock(self.resource.as_ref(), &self.token, &self.lease).await;
         }
         let deadline = self.lease.deadline();
@@ -549,19 +659,76 @@ impl<R: Resource> Held<R> {
         let sent = invoke_resending::<i64>(&mut conn, &invocation, self.resource.name()).await;
         match sent.reply? {
             1 => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             0 if sent.resent && Instant::now() < deadline => {
-                self.released = true;
+                self.end_hold();
                 Ok(())
             }
             _ => {
-                self.released = true;
+                self.end_hold();
                 self.lease.mark_lost(Lost::Revoked);
                 Err(self.not_held())
             }
         }
+    }
+
+    /// Runs `work` with the grant's fence while the grant is held, then releases it. When the
+    /// grant is lost first, `work` is dropped where it stands and the grant released in the
+    /// background.
+    pub(crate) async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let finished = {
+            // Polled by hand rather than raced as a `Branch`: `work` need not be `Send`.
+            let mut work = pin!(work(self.fence()));
+            let mut lost = pin!(self.lost());
+            poll_fn(|cx| {
+                if let Poll::Ready(value) = work.as_mut().poll(cx) {
+                    return Poll::Ready(Some(value));
+                }
+                lost.as_mut().poll(cx).map(|_| None)
+            })
+            .await
+        };
+        match finished {
+            Some(value) => self.unlock().await.map(|()| value),
+            None => Err(self.not_held()),
+        }
+    }
+
+    /// Releases so that the lock is not free before `at`: when `at` is still ahead, the
+    /// grant's lease is set to end at `at` (owner-checked, as an extension) and renewal stops,
+    /// instead of deleting it; otherwise a plain [`unlock`](Held::unlock).
+    pub(crate) async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        let left = at.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return self.unlock().await;
+        }
+        let lease = Arc::clone(&self.lease);
+        observe::release(&lease, self.keep_for(left.max(MIN_LEASE))).await
+    }
+
+    async fn keep_for(mut self, left: Duration) -> Result<()> {
+        self.stop_renewing();
+        // The guard is given up here and claims nothing afterwards, so the lease may end
+        // sooner than it would have: at `left`, not at the end of a longer lease.
+        let kept = self.send_extend(left, Extension::Exactly).await;
+        // Whatever the answer, no release may follow, neither the drop's nor a shutdown's:
+        // it would free the lock before `left` ends. Unanswered, the lock ends with its lease.
+        self.end_hold();
+        kept
+    }
+
+    /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold
+    /// stays registered, so that an unlock cancelled or failed on its way still leaves the
+    /// release to the drop.
+    fn end_hold(&mut self) {
+        self.released = true;
+        self.resource.shared().holds.take(self.lease.id());
     }
 
     fn stop_renewing(&self) {
@@ -579,10 +746,50 @@ impl<R: Resource> Held<R> {
 
 impl<R: Resource> Drop for Held<R> {
     fn drop(&mut self) {
-        if !self.released {
-            self.stop_renewing();
-            release_in_background(self.resource.as_ref(), &self.token);
+        if self.released {
+            return;
+        }
+        self.stop_renewing();
+        // Nothing to take when the client's shutdown released the hold already.
+        if let Some(release) = self.resource.shared().holds.take(self.lease.id()) {
+            self.resource.shared().keeper.release(release);
             self.lease.hold().dropped();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outage_pauses_grow_to_the_wake_fallback_and_stop_at_the_limit() {
+        let fallback = Duration::from_millis(400);
+        let options = ClientOptions::default().wake_fallback(fallback);
+        let mut outage = Outage::begin(&options, None);
+        let pauses: Vec<Duration> = (0..20).map_while(|_| outage.next_pause()).collect();
+        assert_eq!(pauses.len(), 20, "30 s of patience by default");
+        assert!(pauses.iter().all(|p| *p <= fallback), "{pauses:?}");
+        assert!(
+            pauses[19] >= fallback / 2,
+            "they grew to the fallback: {pauses:?}"
+        );
+
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let mut outage = Outage::begin(&options, Some(deadline));
+        let pause = outage.next_pause().expect("before the deadline");
+        assert!(
+            pause <= Duration::from_millis(30),
+            "never past the deadline"
+        );
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(outage.next_pause(), None, "the deadline ends it");
+
+        let endless = ClientOptions::default().outage_limit(Duration::MAX);
+        let mut outage = Outage::begin(&endless, None);
+        assert!(
+            outage.next_pause().is_some(),
+            "a limit beyond counting never ends"
+        );
     }
 }

@@ -114,11 +114,11 @@ pub struct LockInfo {
     pub kind: LockKind,
     /// The holder, when one owner holds the lock and it is known: the label its client set
     /// ([`ClientOptions::holder_label`](crate::ClientOptions::holder_label)) for a mutex,
-    /// reentrant mutex or fair mutex; the [`Holder::id`](crate::Holder::id) for a read-write
-    /// lock.
+    /// reentrant mutex, fair mutex or semaphore grants; the [`Holder::id`](crate::Holder::id)
+    /// for a read-write lock.
     pub holder: Option<String>,
-    /// Every holder known, without repeats, in the order found (see `holder`). A semaphore
-    /// records none.
+    /// Every holder known, without repeats, in the order found (see `holder`). A semaphore's
+    /// grants from clients without a holder label add none.
     pub holders: Vec<String>,
     /// How many holds are live: 1 for a mutex or fair mutex, the owner's holds for a
     /// reentrant mutex, read and write holds for a read-write lock, grants for a semaphore.
@@ -280,8 +280,8 @@ impl Client {
     ///
     /// let lock = client.rwlock("catalog")?;
     /// let (alice, bob) = (client.holder_named("alice")?, client.holder_named("bob")?);
-    /// let a = lock.read(&alice).await?;
-    /// let b = lock.read(&bob).await?;
+    /// let a = lock.read_as(&alice).await?;
+    /// let b = lock.read_as(&bob).await?;
     /// let held = client.locks_named("catalog").await?;
     /// assert_eq!(held[0].kind, LockKind::RwLock);
     /// assert_eq!(held[0].holders, ["alice", "bob"]);
@@ -710,11 +710,18 @@ fn rwlock(name: &[u8], fields: &[(Vec<u8>, Vec<u8>)], now_ms: i64) -> Option<Loc
     Some(info)
 }
 
-/// A semaphore's hash: `permits` (the total) and one `<token><count>` field per grant, valued
-/// with its expiry in server ms.
+/// A semaphore's hash: `permits` (the total), one `<token>:<count>` field per grant, valued
+/// with its expiry in server ms, and `l:<token>:<count>` with the holder label of a grant
+/// whose client has one.
 fn semaphore(name: &[u8], fields: &[(Vec<u8>, Vec<u8>)], now_ms: i64) -> Option<LockInfo> {
     let mut info = LockInfo::new(name, LockKind::Semaphore);
     let (mut in_use, mut latest) = (0u64, None::<i64>);
+    let label_of = |grant: &[u8]| {
+        fields
+            .iter()
+            .find(|(field, _)| field.strip_prefix(b"l:") == Some(grant))
+            .map(|(_, label)| String::from_utf8_lossy(label).into_owned())
+    };
     for (field, value) in fields {
         if field.as_slice() == b"permits" {
             info.permits_total = parse_number(value);
@@ -735,6 +742,9 @@ fn semaphore(name: &[u8], fields: &[(Vec<u8>, Vec<u8>)], now_ms: i64) -> Option<
         info.holds += 1;
         in_use = in_use.saturating_add(count);
         latest = latest.max(Some(expiry));
+        if let Some(label) = label_of(field) {
+            info.add_holder(label);
+        }
     }
     if info.holds == 0 {
         return None;

@@ -1,6 +1,7 @@
 //! The client's one background task for leases: it renews every renewed lease in batches (one
 //! script call renews up to `renew_batch` leases), and runs the best-effort releases of dropped
-//! guards and cancelled acquires.
+//! guards and cancelled acquires. A shutdown hands it the releases of every live hold; it
+//! waits for those and for the releases still under way, then stops.
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -20,8 +21,8 @@ use crate::quorum::Quorum;
 use crate::race::{self, Branch};
 use crate::scripts::RENEW_BATCH;
 
-/// A best-effort release to run in the background.
-pub(crate) type Release = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A best-effort release to run in the background; `true` once Redis answered it.
+pub(crate) type Release = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 /// How a primitive stores a holder, and so how the batch renewal finds and extends it (see
 /// `renew_batch.lua`).
@@ -62,12 +63,23 @@ pub(crate) struct Renewal {
 struct Watched {
     lease: Arc<LeaseState>,
     renewals: Vec<Renewal>,
+    /// When the grant's request was sent: the lease's validity counts from there.
+    granted_at: Instant,
 }
 
 enum Command {
     Watch(Watched),
     Forget(u64),
     Release(Release),
+    ShutDown(ShutDown),
+}
+
+/// The last command: run these releases, wait up to `within` for them and for the releases
+/// under way, report how many Redis did not answer, and stop.
+struct ShutDown {
+    releases: Vec<Release>,
+    within: Duration,
+    done: oneshot::Sender<usize>,
 }
 
 /// The handle through which guards talk to the keeper task.
@@ -84,11 +96,19 @@ impl Keeper {
         Keeper { commands }
     }
 
-    /// Renews this lease every third of its length until it is forgotten or lost.
-    pub(crate) fn watch(&self, lease: Arc<LeaseState>, renewals: Vec<Renewal>) {
-        let _ = self
-            .commands
-            .send(Command::Watch(Watched { lease, renewals }));
+    /// Renews this lease every third of its length, the first time a third after
+    /// `granted_at` (when the grant's request was sent), until it is forgotten or lost.
+    pub(crate) fn watch(
+        &self,
+        lease: Arc<LeaseState>,
+        renewals: Vec<Renewal>,
+        granted_at: Instant,
+    ) {
+        let _ = self.commands.send(Command::Watch(Watched {
+            lease,
+            renewals,
+            granted_at,
+        }));
     }
 
     /// Stops renewing a lease.
@@ -99,7 +119,90 @@ impl Keeper {
     /// Runs a release in the background. Without a runtime left to run it, the lease simply
     /// runs out: that is what makes it safe to skip.
     pub(crate) fn release(&self, release: Release) {
-        let _ = self.commands.send(Command::Release(release));
+        if let Err(refused) = self.commands.send(Command::Release(release)) {
+            // The task stopped with a shutdown: the release runs on its own, if it can.
+            if let (Command::Release(release), Ok(runtime)) =
+                (refused.0, tokio::runtime::Handle::try_current())
+            {
+                runtime.spawn(release);
+            }
+        }
+    }
+
+    /// Runs `releases`, waits up to `within` for them and for every release under way, and
+    /// stops the task (renewals included). Returns how many releases Redis did not answer
+    /// in time.
+    pub(crate) async fn shut_down(&self, releases: Vec<Release>, within: Duration) -> usize {
+        let (done, report) = oneshot::channel();
+        let count = releases.len();
+        let command = Command::ShutDown(ShutDown {
+            releases,
+            within,
+            done,
+        });
+        match self.commands.send(command) {
+            // No report: the task was stopped with its runtime, its releases unanswered.
+            Ok(()) => report.await.unwrap_or(count),
+            // The task stopped already (shut down before, or its runtime is gone): the
+            // releases run here.
+            Err(refused) => match refused.0 {
+                Command::ShutDown(last) => {
+                    settle(last.releases.into_iter().collect(), within).await
+                }
+                _ => 0,
+            },
+        }
+    }
+}
+
+/// Waits up to `within` for every release of the set; how many were not answered by then
+/// (those still running are given up).
+async fn settle(mut releases: JoinSet<bool>, within: Duration) -> usize {
+    let mut unanswered = releases.len();
+    let answers = async {
+        while let Some(answered) = releases.join_next().await {
+            if matches!(answered, Ok(true)) {
+                unanswered -= 1;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, answers).await;
+    unanswered
+}
+
+/// The end of the task: the shutdown's releases with those under way and those still queued,
+/// then one report to every caller of a shutdown.
+async fn finish(
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut releases: JoinSet<bool>,
+    last: ShutDown,
+) {
+    commands.close();
+    let within = last.within;
+    let mut reports = Vec::new();
+    let mut queued = vec![Command::ShutDown(last)];
+    while let Ok(command) = commands.try_recv() {
+        queued.push(command);
+    }
+    for command in queued {
+        match command {
+            Command::Release(release) => {
+                releases.spawn(release);
+            }
+            Command::ShutDown(ShutDown {
+                releases: more,
+                done,
+                ..
+            }) => {
+                releases.extend(more);
+                reports.push(done);
+            }
+            Command::Watch(_) | Command::Forget(_) => {}
+        }
+    }
+    let unanswered = settle(releases, within).await;
+    for done in reports {
+        let _ = done.send(unanswered);
     }
 }
 
@@ -201,6 +304,7 @@ async fn run(mut commands: mpsc::UnboundedReceiver<Command>, nodes: Arc<Quorum>,
         schedule: BTreeSet::new(),
         in_flight: JoinSet::new(),
     };
+    let mut releases = JoinSet::new();
     loop {
         let next_due = renewals.schedule.first().map(|&(due, _)| due);
         let step = {
@@ -216,18 +320,31 @@ async fn run(mut commands: mpsc::UnboundedReceiver<Command>, nodes: Arc<Quorum>,
                     None => std::future::pending().await,
                 }
             });
-            race::first([command as Branch<'_, _>, due, done]).await
+            let released = pin!(async {
+                match releases.join_next().await {
+                    Some(_) => Step::Released,
+                    None => std::future::pending().await,
+                }
+            });
+            race::first([command as Branch<'_, _>, due, done, released]).await
         };
         match step {
             Step::Command(Some(Command::Watch(watched))) => renewals.watch(watched),
             Step::Command(Some(Command::Forget(id))) => renewals.forget(id),
             Step::Command(Some(Command::Release(release))) => {
-                tokio::spawn(release);
+                releases.spawn(release);
             }
-            Step::Command(None) => break,
+            Step::Command(Some(Command::ShutDown(last))) => {
+                return finish(commands, releases, last).await;
+            }
+            Step::Command(None) => {
+                // Every handle is gone, guards included: the releases go on without us.
+                releases.detach_all();
+                break;
+            }
             Step::Due => renewals.send_due(),
             Step::Done(Ok(outcome)) => renewals.apply(outcome),
-            Step::Done(Err(_)) => {}
+            Step::Done(Err(_)) | Step::Released => {}
         }
     }
 }
@@ -240,6 +357,8 @@ enum Step {
     Due,
     /// A batch of renewals finished (or its task failed).
     Done(Result<BatchOutcome, tokio::task::JoinError>),
+    /// A background release finished.
+    Released,
 }
 
 async fn sleep_until_due(due: Option<Instant>) {
@@ -252,7 +371,9 @@ async fn sleep_until_due(due: Option<Instant>) {
 impl Renewals {
     fn watch(&mut self, watched: Watched) {
         let id = watched.lease.id();
-        let due = Instant::now() + watched.lease.lease() / 3;
+        // From the send, as the validity deadline: timed from the reply instead, the renewal
+        // would come a round trip later than the lease allows for.
+        let due = watched.granted_at + watched.lease.lease() / 3;
         self.schedule.insert((due, id));
         self.entries.insert(
             id,

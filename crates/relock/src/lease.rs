@@ -30,6 +30,9 @@ pub enum Lost {
     Expired,
     /// Redis no longer holds the lock for this owner: its key was deleted or taken over.
     Revoked,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)), which gave
+    /// the lock back.
+    Shutdown,
 }
 
 impl std::fmt::Display for Lost {
@@ -37,6 +40,7 @@ impl std::fmt::Display for Lost {
         match self {
             Lost::Expired => f.write_str("lease expired before it could be renewed"),
             Lost::Revoked => f.write_str("lock was removed or taken by another owner"),
+            Lost::Shutdown => f.write_str("the client was shut down and gave the lock back"),
         }
     }
 }
@@ -104,9 +108,13 @@ impl LeaseState {
         !self.lost.is_cancelled() && Instant::now() < self.deadline()
     }
 
-    /// Records a renewal (or extension) to `lease_ms` sent at `sent_at` that Redis confirmed.
+    /// Records a renewal (or extension) to `lease` sent at `sent_at` that Redis confirmed.
     /// A confirmation that arrives after the old deadline changes nothing: the lock may already
     /// have been free in between, so it counts as lost.
+    ///
+    /// Keeping the later of the two deadlines is sound because no script ever shortens a held
+    /// lease (extensions, renewals and resent grants only lengthen it): Redis's expiry is at
+    /// least every deadline a confirmation gave, whatever order they were sent and answered in.
     pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
         let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
         if self.lost.is_cancelled() {
@@ -119,6 +127,13 @@ impl LeaseState {
         }
         *deadline = (*deadline).max(valid_until(sent_at, lease, self.drift));
         true
+    }
+
+    /// Ends the hold for a shutdown, before its release is sent: the guard stops counting on
+    /// the lock from now on.
+    pub(crate) fn shut_down(&self) {
+        self.hold.shut_down();
+        self.mark_lost(Lost::Shutdown);
     }
 
     /// Fires the lost signal; the first reason given is the one reported.

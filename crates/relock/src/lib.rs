@@ -20,6 +20,7 @@ mod fair;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
+mod holds;
 mod inspect;
 mod keeper;
 mod keys;
@@ -41,7 +42,7 @@ mod token;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
-pub use error::{Error, Result};
+pub use error::{Error, Optional, Result};
 pub use fair::{FairMutex, FairMutexGuard};
 pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;
@@ -76,6 +77,14 @@ pub mod topics {
     #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/observability.md")]
     pub mod observability {}
+
+    /// Running relock in production: sizing a lease, fencing writes to a database, and
+    /// Kubernetes (termination, CronJobs, the pod name as holder label), with the examples
+    /// that show each.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/production.md")]
+    pub mod production {}
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -162,9 +163,10 @@ impl MultiMutex {
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when a name's key holds another Redis
-    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::WrongType`](crate::Error::WrongType) when a name's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///
@@ -254,6 +256,29 @@ impl MultiMutex {
     pub async fn try_lock(&self) -> Result<MultiMutexGuard> {
         let held = grant::try_acquire(&self.inner).await?;
         Ok(MultiMutexGuard { held })
+    }
+
+    /// Waits for every name as [`lock`](MultiMutex::lock) does, runs `work` while it is held,
+    /// and gives it back: [`MultiMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiMutex::lock`] while waiting, then as [`MultiMutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`MultiMutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and gives every name back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
     }
 }
 
@@ -381,6 +406,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](MultiMutexGuard::unlock) to learn whether every name was still
 /// held. Dropping the guard releases them in the background, best effort; if that release
 /// cannot reach Redis, the names free themselves when their lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -401,7 +429,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases every name right away"]
+#[must_use = "dropping the guard only queues the release of every name to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct MultiMutexGuard {
     held: Held<Inner>,
 }
@@ -458,9 +486,10 @@ impl MultiMutexGuard {
         self.held.lost().await
     }
 
-    /// Sets the lease of every name to `lease` from now, if all of them are still held; if any
-    /// is not, nothing is extended. For a renewed lease the renewal task goes on renewing with
-    /// the lock's own lease length afterwards.
+    /// Makes the lease of every name last at least `lease` from now, if all of them are still
+    /// held; if any is not, nothing is extended. It never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///
@@ -518,6 +547,50 @@ impl MultiMutexGuard {
     /// See [`MultiMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases every name, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the names are left to end by themselves at `at` instead of being given
+    /// back now; otherwise this is [`unlock`](MultiMutexGuard::unlock).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the names is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the set of names is held, then releases them, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the set of names is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases them in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! The distributed mutex: one holder at a time per name.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,12 @@ use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::token::{Fence, OwnerToken};
+
+/// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
+/// to reach it and its attempt to come back on a loaded machine. A task that asks in that
+/// time (the releaser asking again, a waiter on its timer) waits its turn instead of taking
+/// the lock first; a woken waiter that does not come loses the lock to anyone after it.
+const HANDOFF_MS: u64 = 200;
 
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis.
@@ -68,6 +75,10 @@ struct Inner {
     lock_key: Vec<u8>,
     fence_key: Vec<u8>,
     waiters_key: Vec<u8>,
+    /// The waiters in the order they first waited, beside their places in `waiters_key`.
+    line_key: Vec<u8>,
+    /// The waiter a release woke, while the lock is kept for it.
+    handoff_key: Vec<u8>,
     wake_channel: Vec<u8>,
     /// How long a refused attempt's place among the waiters lasts, in ms; 0 for no place (a
     /// single try, or RedLock, whose masters keep no places).
@@ -91,6 +102,8 @@ impl Mutex {
             lock_key: keys.key("mutex"),
             fence_key: keys.fence_key(),
             waiters_key: keys.key("mutex-waiters"),
+            line_key: keys.key("mutex-line"),
+            handoff_key: keys.key("mutex-handoff"),
             wake_channel: keys.wake_channel(),
             place_ms,
             lease,
@@ -125,11 +138,21 @@ impl Mutex {
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback) and never past the holder's
     /// remaining lease), then tries again.
     ///
+    /// While Redis cannot be reached (a restart, a failover, a dropped connection: the errors
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable) accepts), the caller keeps
+    /// trying with the same owner token, pausing between tries (jittered, growing up to the
+    /// wake fallback), until the wait limit; without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit) (30 s by default) after the first
+    /// failure. Errors that trying again would not cure (refused credentials, a wrong type)
+    /// return at once.
+    ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes; [`Error::WrongType`](crate::Error::WrongType) when the lock's key
-    /// holds another Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///
@@ -167,7 +190,9 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as [`Mutex::lock`].
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout` when the lock was still held;
+    /// the last [`Error::Redis`](crate::Error::Redis) when Redis was still unreachable then;
+    /// otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -195,8 +220,9 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs;
-    /// otherwise as [`Mutex::lock`].
+    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs,
+    /// or when a release just woke a waiter and the lock is kept for it (at most 200 ms, the
+    /// time given); otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -222,6 +248,42 @@ impl Mutex {
     pub async fn try_lock(&self) -> Result<MutexGuard> {
         let held = grant::try_acquire(&self.trying).await?;
         Ok(MutexGuard { held })
+    }
+
+    /// Waits for the lock as [`lock`](Mutex::lock) does, runs `work` while it is held, and
+    /// releases it: [`MutexGuard::using`] in one call. `work` gets the grant's fence; it is
+    /// stopped (its future dropped) if the lock is lost first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mutex::lock`] while waiting, then as [`MutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Mutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and releases the lock in the background.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// let winners = client
+    ///     .mutex("lottery")?
+    ///     .using(|fence| async move { vec![format!("ticket 7 (fence {fence})")] })
+    ///     .await?;
+    /// assert_eq!(winners.len(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
     }
 }
 
@@ -251,6 +313,8 @@ impl Inner {
             .key(self.lock_key.as_slice())
             .key(self.fence_key.as_slice())
             .key(self.waiters_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.handoff_key.as_slice())
             .arg(token.as_str())
             .arg(self.lease_ms)
             .arg(self.fence_memory_ms())
@@ -307,9 +371,12 @@ impl Resource for Inner {
         invocation
             .key(self.lock_key.as_slice())
             .key(self.waiters_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.handoff_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(self.announcement(token));
+            .arg(self.announcement(token))
+            .arg(HANDOFF_MS);
         invocation
     }
 
@@ -357,6 +424,9 @@ impl Resource for Inner {
 /// Release it with [`unlock`](MutexGuard::unlock) to learn whether it was still held. Dropping
 /// the guard releases the lock in the background, best effort; if that release cannot reach
 /// Redis, the lock frees itself when its lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -375,7 +445,7 @@ impl Resource for Inner {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard releases the lock right away"]
+#[must_use = "dropping the guard only queues its release to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct MutexGuard {
     held: Held<Inner>,
 }
@@ -418,8 +488,10 @@ impl MutexGuard {
         self.held.lost().await
     }
 
-    /// Sets the lease to `lease` from now, if the lock is still held. For a renewed lease the
-    /// renewal task goes on renewing with the mutex's own lease length afterwards.
+    /// Makes the lease last at least `lease` from now, if the lock is still held. It
+    /// never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///
@@ -475,6 +547,96 @@ impl MutexGuard {
     /// See [`Mutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is left to
+    /// end by itself at `at` (its lease is set to end then, only if it is still ours) instead
+    /// of being freed now, and renewal stops. For work that must not run again soon after it
+    /// ran, such as a cron job whose instances start a few seconds apart: an instance that
+    /// starts after the job ended finds the lock still held. When `at` has passed, this is
+    /// [`unlock`](MutexGuard::unlock).
+    ///
+    /// The lock is free again from `at` on (by the local clock; up to
+    /// [`MIN_LEASE`](crate::MIN_LEASE) later): its expiry is set to `at`, shorter or longer
+    /// than the lease it had. (Unlike [`extend`](MutexGuard::extend), which never shortens: this
+    /// gives the guard up, so no validity is claimed afterwards.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
+    /// taken; [`Error::InvalidOption`](crate::Error::InvalidOption) when `at` is more than
+    /// [`MAX_LEASE`](crate::MAX_LEASE) away; [`Error::Redis`](crate::Error::Redis) when Redis
+    /// cannot be reached. On an error the lock is not released: it ends with its lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
+    /// in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// use std::time::{Duration, Instant};
+    /// use relock::Optional;
+    ///
+    /// let mutex = client.mutex("cron:invoices")?;
+    /// if let Some(guard) = mutex.try_lock().await.optional()? {
+    ///     let started = Instant::now();
+    ///     // ... the job, quicker than the instances' start times differ ...
+    ///     guard.unlock_no_earlier_than(started + Duration::from_secs(60)).await?;
+    /// }
+    /// assert!(mutex.try_lock().await.optional()?.is_none(), "a late instance skips it");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the lock is held, then releases it: `work` gets the grant's fence,
+    /// and its value is returned once the release confirmed that the lock was held throughout.
+    /// When the lock is lost first, `work` is stopped (its future dropped at its current
+    /// `.await`) and [`Error::NotHeld`](crate::Error::NotHeld) returned.
+    ///
+    /// Stopping happens only at an `.await`: a `work` that blocks the thread, or that has
+    /// already sent a write, is not undone. Pass the fence to what you write to where that
+    /// matters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran
+    /// (stopped) or before its release (`work` ran to the end, partly unprotected);
+    /// [`Error::Redis`](crate::Error::Redis) when the release could not reach Redis (the lock
+    /// then ends with its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases the lock in the background, as for a
+    /// dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// let guard = client.mutex("ledger")?.lock().await?;
+    /// let written = guard.using(|fence| async move { format!("entry under {fence}") }).await?;
+    /// assert!(written.starts_with("entry under"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

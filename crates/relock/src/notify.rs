@@ -17,6 +17,10 @@
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
 //! on a bounded timer, so a lost message delays them but never strands them.
+//!
+//! A connection can also go silent without closing (a network that drops its packets): every
+//! reply the task awaits has a time limit, the connection is pinged when nothing happened on it
+//! for a while, and one that does not answer in time is replaced as a dropped one is.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::{poll_fn, Future};
@@ -29,12 +33,15 @@ use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+use redis::Value;
 #[cfg(feature = "cluster")]
-use redis::{PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "cluster")]
 use crate::cluster::ClusterSource;
+use crate::options::ClientOptions;
 use crate::race::{self, Branch};
 #[cfg(feature = "sentinel")]
 use crate::sentinel::SentinelConn;
@@ -99,34 +106,70 @@ enum Request {
     Unsubscribe(Vec<u8>),
 }
 
+/// How long the notification task waits on its connection, from the client's options.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timing {
+    /// For the connection to open: the connection timeout and a reply's.
+    connect_within: Duration,
+    /// For the reply to a subscription, an unsubscription or a ping: the response timeout.
+    reply_within: Duration,
+    /// How long a connection may stay quiet while anyone waits before it is pinged: one wake
+    /// fallback, the delay a lost message costs a waiter anyway.
+    ping_after: Duration,
+}
+
+impl Timing {
+    pub(crate) fn of(options: &ClientOptions) -> Timing {
+        Timing {
+            connect_within: options
+                .connection_timeout
+                .saturating_add(options.response_timeout),
+            reply_within: options.response_timeout,
+            ping_after: options.wake_fallback,
+        }
+    }
+}
+
 /// The client's side of the notification tasks: one per source (one per RedLock master).
 #[derive(Debug)]
 pub(crate) struct Notifier {
     registry: Arc<StdMutex<Registry>>,
     requests: Vec<mpsc::UnboundedSender<Request>>,
     /// How long a waiter waits for its subscription to be confirmed before it relies on its
-    /// retry timer alone (a server that is paused or cut off never confirms).
+    /// retry timer alone (a server that is paused or cut off never confirms): as long as a
+    /// new connection and one reply may take.
     confirm_within: Duration,
+    /// Cancelled by a shutdown, which ends the tasks and closes their connections.
+    stop: CancellationToken,
 }
 
 impl Notifier {
     /// Starts one task per source, all waking the same waiters. Each connects on the first
     /// subscription and ends with the client.
-    pub(crate) fn spawn_all(sources: Vec<Source>, confirm_within: Duration) -> Arc<Notifier> {
+    pub(crate) fn spawn_all(sources: Vec<Source>, timing: Timing) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
+        let stop = CancellationToken::new();
         let requests = sources
             .into_iter()
             .map(|source| {
                 let (requests, rx) = mpsc::unbounded_channel();
-                tokio::spawn(run(source, Arc::clone(&registry), rx));
+                let task = run(source, timing, Arc::clone(&registry), rx);
+                tokio::spawn(stop.clone().run_until_cancelled_owned(task));
                 requests
             })
             .collect();
         Arc::new(Notifier {
             registry,
             requests,
-            confirm_within,
+            confirm_within: timing.connect_within,
+            stop,
         })
+    }
+
+    /// Ends every notification task, for a shutdown. A waiter registered later relies on its
+    /// retry timer alone.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
     }
 
     /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a
@@ -354,6 +397,8 @@ fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
 struct Connection {
     link: Link,
     subscribed: HashSet<Vec<u8>>,
+    /// How long a reply may take before the connection counts as silent.
+    reply_within: Duration,
 }
 
 enum Link {
@@ -389,6 +434,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 async fn run(
     source: Source,
+    timing: Timing,
     registry: Arc<StdMutex<Registry>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
 ) {
@@ -399,7 +445,7 @@ async fn run(
         // Reconnect in the background while anyone waits, so that a dropped connection does
         // not leave waiters on their fallback timers for longer than needed.
         let wanted = !lock(&registry).channels.is_empty();
-        let reconnect = conn.is_none() && wanted;
+        let (may_ping, may_reconnect) = (conn.is_some() && wanted, conn.is_none() && wanted);
         let step = {
             let request = pin!(async { Step::Request(requests.recv().await) });
             let moved = pin!(async {
@@ -407,20 +453,27 @@ async fn run(
                 Step::Moved
             });
             let event = pin!(async { Step::Event(next_event(&mut conn).await) });
+            let quiet = pin!(async {
+                if !may_ping {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(timing.ping_after).await;
+                Step::Quiet
+            });
             let retry = pin!(async {
-                if !reconnect {
+                if !may_reconnect {
                     return std::future::pending().await;
                 }
                 tokio::time::sleep(backoff).await;
                 Step::Reconnect
             });
-            race::first([request as Branch<'_, _>, moved, event, retry]).await
+            race::first([request as Branch<'_, _>, moved, event, quiet, retry]).await
         };
         match step {
             Step::Request(request) => {
                 let Some(request) = request else { break };
                 if conn.is_none() {
-                    conn = connect(&source).await;
+                    conn = connect(&source, timing).await;
                 }
                 match request {
                     Request::Subscribe(channel, confirmed) => {
@@ -465,22 +518,23 @@ async fn run(
                     wake_everyone(&registry);
                 }
             },
-            Step::Reconnect => {
-                conn = connect(&source).await;
-                match conn.as_mut() {
-                    Some(c) => {
-                        backoff = RECONNECT_MIN;
-                        let channels: Vec<Vec<u8>> =
-                            lock(&registry).channels.keys().cloned().collect();
-                        for channel in channels {
-                            if !subscribe(c, &channel).await {
-                                break;
-                            }
-                        }
-                        // Releases may have happened while nobody listened.
+            Step::Quiet => {
+                if let Some(c) = conn.as_mut() {
+                    if !answers(c).await {
+                        // Silent: what it should have delivered may be lost.
+                        conn = None;
                         wake_everyone(&registry);
                     }
-                    None => backoff = (backoff * 2).min(RECONNECT_MAX),
+                }
+            }
+            Step::Reconnect => {
+                conn = reconnect(&source, timing, &registry).await;
+                if conn.is_some() {
+                    backoff = RECONNECT_MIN;
+                    // Releases may have happened while nobody listened.
+                    wake_everyone(&registry);
+                } else {
+                    backoff = (backoff * 2).min(RECONNECT_MAX);
                 }
             }
         }
@@ -495,12 +549,43 @@ enum Step {
     Moved,
     /// The connection delivered an event, or closed (`None`).
     Event(Option<Event>),
+    /// The connection was quiet for a while, with waiters on it: time to ping it.
+    Quiet,
     /// Time to try connecting again, for the waiters still registered.
     Reconnect,
 }
 
-async fn connect(source: &Source) -> Option<Connection> {
-    let link = match source {
+/// A new connection subscribed to every channel that has waiters, or `None` when it could not
+/// be opened or did not confirm every subscription in time.
+async fn reconnect(
+    source: &Source,
+    timing: Timing,
+    registry: &StdMutex<Registry>,
+) -> Option<Connection> {
+    let mut conn = connect(source, timing).await?;
+    let channels: Vec<Vec<u8>> = lock(registry).channels.keys().cloned().collect();
+    for channel in channels {
+        if !subscribe(&mut conn, &channel).await {
+            return None;
+        }
+    }
+    Some(conn)
+}
+
+/// Opens a connection, giving up after the connection and reply timeouts.
+async fn connect(source: &Source, timing: Timing) -> Option<Connection> {
+    let link = tokio::time::timeout(timing.connect_within, open(source))
+        .await
+        .ok()??;
+    Some(Connection {
+        link,
+        subscribed: HashSet::new(),
+        reply_within: timing.reply_within,
+    })
+}
+
+async fn open(source: &Source) -> Option<Link> {
+    Some(match source {
         Source::Single(client) => plain(client).await?,
         #[cfg(feature = "sentinel")]
         Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
@@ -510,10 +595,6 @@ async fn connect(source: &Source) -> Option<Connection> {
             let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
             Link::Cluster { conn, pushes }
         }
-    };
-    Some(Connection {
-        link,
-        subscribed: HashSet::new(),
     })
 }
 
@@ -527,11 +608,11 @@ async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
         return true;
     }
     let subscribed = match &mut conn.link {
-        Link::Plain { sink, .. } => sink.subscribe(channel).await,
+        Link::Plain { sink, .. } => within(conn.reply_within, sink.subscribe(channel)).await,
         #[cfg(feature = "cluster")]
-        Link::Cluster { conn, .. } => conn.ssubscribe(channel).await,
+        Link::Cluster { conn, .. } => conn.ssubscribe(channel).await.is_ok(),
     };
-    if subscribed.is_err() {
+    if !subscribed {
         return false;
     }
     conn.subscribed.insert(channel.to_vec());
@@ -543,12 +624,31 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     if !conn.subscribed.remove(channel) {
         return true;
     }
-    let unsubscribed = match &mut conn.link {
-        Link::Plain { sink, .. } => sink.unsubscribe(channel).await,
+    match &mut conn.link {
+        Link::Plain { sink, .. } => within(conn.reply_within, sink.unsubscribe(channel)).await,
         #[cfg(feature = "cluster")]
-        Link::Cluster { conn, .. } => conn.sunsubscribe(channel).await,
+        Link::Cluster { conn, .. } => conn.sunsubscribe(channel).await.is_ok(),
+    }
+}
+
+/// Whether the connection answers a ping in time; an error reply (a user not allowed `PING`)
+/// is an answer too. The cluster connection is not pinged: it times out its own subscriptions
+/// and announces each node connection it re-establishes.
+async fn answers(conn: &mut Connection) -> bool {
+    let sink = match &mut conn.link {
+        Link::Plain { sink, .. } => sink,
+        #[cfg(feature = "cluster")]
+        Link::Cluster { .. } => return true,
     };
-    unsubscribed.is_ok()
+    match tokio::time::timeout(conn.reply_within, sink.ping::<Value>()).await {
+        Ok(reply) => reply.map_or_else(|e| e.code().is_some(), |_| true),
+        Err(_) => false,
+    }
+}
+
+/// Whether `reply` came, and was no error, within `limit`.
+async fn within<T>(limit: Duration, reply: impl Future<Output = redis::RedisResult<T>>) -> bool {
+    matches!(tokio::time::timeout(limit, reply).await, Ok(Ok(_)))
 }
 
 /// Subscribes again to a channel the server unsubscribed, if anyone still waits on it.

@@ -225,12 +225,22 @@ impl Hold {
 
     /// The guard was dropped: its release runs in the background, unobserved.
     pub(crate) fn dropped(&self) {
+        self.released_in_background("dropped");
+    }
+
+    /// The client was shut down: the release runs in the background, waited for by the
+    /// shutdown, and the hold ends now (so its loss is not reported as one).
+    pub(crate) fn shut_down(&self) {
+        self.released_in_background("shutdown");
+    }
+
+    fn released_in_background(&self, outcome: &'static str) {
         #[cfg(any(feature = "tracing", feature = "metrics"))]
         let held = self.end();
         #[cfg(feature = "tracing")]
         {
             let span = self.release_span();
-            span.record("outcome", "dropped");
+            span.record("outcome", outcome);
             if let Some(held) = held {
                 span.record("held_ms", millis(held));
             }

@@ -10,8 +10,15 @@ use rustls::pki_types::CertificateDer;
 use crate::error::{Error, Result};
 use crate::keys::validate_prefix;
 
-/// The shortest lease accepted.
-pub const MIN_LEASE: Duration = Duration::from_millis(10);
+/// The shortest lease accepted: 200 ms.
+///
+/// A renewed lease is renewed every third of it, timed from when its grant (or last renewal)
+/// was sent, and it stays valid for the lease less the drift allowance from that send: each
+/// renewal has about two thirds of the lease to go out and come back. At 200 ms that is some
+/// 130 ms, room for the scheduling delays of a loaded machine (the renewal task, the network
+/// and Redis each waiting for a core); at 10 ms it was a few milliseconds, and such leases were
+/// lost within seconds. A fixed lease has the same floor, so that every lease can be renewed.
+pub const MIN_LEASE: Duration = Duration::from_millis(200);
 
 /// The longest lease accepted: 365 days.
 pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -129,6 +136,7 @@ pub struct ClientOptions {
     pub(crate) prefix: String,
     pub(crate) default_lease: Lease,
     pub(crate) wake_fallback: Duration,
+    pub(crate) outage_limit: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
     pub(crate) fence_memory: Duration,
@@ -136,6 +144,7 @@ pub struct ClientOptions {
     pub(crate) renew_batch: usize,
     pub(crate) drift: Drift,
     pub(crate) node_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
     pub(crate) replica_ack: Option<ReplicaAck>,
     pub(crate) tls: Tls,
 }
@@ -278,6 +287,7 @@ impl Default for ClientOptions {
             prefix: "relock:".to_owned(),
             default_lease: Lease::default(),
             wake_fallback: Duration::from_secs(1),
+            outage_limit: Duration::from_secs(30),
             response_timeout: Duration::from_secs(1),
             connection_timeout: Duration::from_secs(1),
             fence_memory: Duration::from_secs(60),
@@ -285,6 +295,7 @@ impl Default for ClientOptions {
             renew_batch: 512,
             drift: Drift::default(),
             node_timeout: Duration::from_millis(250),
+            shutdown_timeout: Duration::from_secs(5),
             replica_ack: None,
             tls: Tls::default(),
         }
@@ -310,14 +321,31 @@ impl ClientOptions {
     /// The longest a waiter sleeps between attempts when no release notification arrives (it
     /// never sleeps past the holder's remaining lease either). Notifications normally wake
     /// waiters at once; this bounds the delay when one is lost, for example while the
-    /// subscription reconnects. Each sleep is jittered down to half of it. Default: 1 s.
+    /// subscription reconnects. Each sleep is jittered down to half of it. It is also how long
+    /// the subscription connection may stay quiet while anyone waits before it is pinged, and
+    /// the longest pause of a waiter retrying an unreachable Redis. Default: 1 s.
     pub fn wake_fallback(mut self, interval: Duration) -> Self {
         self.wake_fallback = interval;
         self
     }
 
-    /// How long to wait for any reply from Redis before treating the call as failed.
-    /// Default: 1 s.
+    /// How long a waiter without a wait limit (`lock()`, `acquire()`, `read()`, `write()`
+    /// without a `wait_timeout`) goes on retrying while Redis cannot be reached, from the first
+    /// failure of the outage, before it returns the last error. A waiter with a wait limit
+    /// retries until its limit instead. Zero returns the first error; `Duration::MAX` retries
+    /// for as long as it takes. Default: 30 s.
+    ///
+    /// Which errors count as Redis being unreachable:
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable). `try_lock` and the other
+    /// `try_*` calls never wait through an outage.
+    pub fn outage_limit(mut self, limit: Duration) -> Self {
+        self.outage_limit = limit;
+        self
+    }
+
+    /// How long to wait for any reply from Redis before treating the call as failed. The
+    /// subscription connection that announces releases is replaced when a reply on it takes
+    /// longer. Default: 1 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
@@ -370,6 +398,18 @@ impl ClientOptions {
     /// [`Client::connect_redlock`]: crate::Client::connect_redlock
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
+        self
+    }
+
+    /// The longest [`Client::shutdown`] waits for Redis to answer the releases it sends
+    /// and those of dropped guards still under way. Default: 5 s.
+    ///
+    /// A release that is not answered by then is given up: its lock ends with its lease, and
+    /// the shutdown reports [`Error::ShutdownIncomplete`].
+    ///
+    /// [`Client::shutdown`]: crate::Client::shutdown
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
         self
     }
 
@@ -487,6 +527,7 @@ impl ClientOptions {
         positive("response_timeout", self.response_timeout)?;
         positive("connection_timeout", self.connection_timeout)?;
         positive("node_timeout", self.node_timeout)?;
+        positive("shutdown_timeout", self.shutdown_timeout)?;
         let Drift { factor, extra } = self.drift;
         if !(0.0..0.5).contains(&factor) || extra > MAX_LEASE {
             return Err(Error::InvalidOption {
@@ -596,9 +637,10 @@ mod tests {
 
     #[test]
     fn leases_round_up_to_milliseconds_and_are_bounded() {
-        assert_eq!(lease_millis(Duration::from_micros(10_500)).ok(), Some(11));
+        assert_eq!(lease_millis(Duration::from_micros(200_500)).ok(), Some(201));
         assert!(lease_millis(Duration::ZERO).is_err());
-        assert!(lease_millis(Duration::from_millis(9)).is_err());
+        assert!(lease_millis(MIN_LEASE - Duration::from_millis(1)).is_err());
+        assert!(lease_millis(MIN_LEASE).is_ok());
         assert!(lease_millis(MAX_LEASE).is_ok());
         assert!(lease_millis(MAX_LEASE + Duration::from_millis(1)).is_err());
         assert!(lease_millis(Duration::MAX).is_err());

@@ -10,10 +10,11 @@ use std::time::Duration;
 use redis::{IntoConnectionInfo, ScriptInvocation};
 use tokio::time::Instant;
 
-use crate::client::{addresses, Client};
+use crate::client::{addresses, check_access, Client};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::grant::{Reply, Resource};
+use crate::grant::{release_in_background, Reply, Resource};
+use crate::keeper::Release;
 use crate::lease::{valid_until, LeaseState, Lost};
 use crate::notify::Source;
 use crate::options::ClientOptions;
@@ -64,8 +65,10 @@ impl Client {
     ///
     /// The masters must be independent: not replicas of each other, not nodes of one cluster.
     /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
-    /// Connections are opened in the background, so a master that is down when the client is
-    /// built costs its vote and nothing else. Only [`Mutex`](crate::Mutex) is offered: the
+    /// Each master is sent one `PING` when the client is built, waiting at most the
+    /// [`node_timeout`](ClientOptions::node_timeout): a master that refuses the credentials
+    /// fails the connect, and one that is down costs that wait and its vote, nothing else; its
+    /// connection is opened again in the background. Only [`Mutex`](crate::Mutex) is offered: the
     /// other primitives and the inspection calls return [`Error::Unsupported`].
     ///
     /// Each request goes to every master at once and waits at most
@@ -86,7 +89,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
     /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
-    /// [`Error::Redis`] for a malformed URL.
+    /// [`Error::Redis`] for a malformed URL, or when a master refuses the credentials or
+    /// requires a password the URL lacks ([`Error::is_auth_failure`]).
     ///
     /// # Cancel safety
     ///
@@ -123,6 +127,7 @@ impl Client {
             nodes.push(Conn::Single(lazy_connection(&redis, &options)?));
             sources.push(Source::Single(redis));
         }
+        check_masters_access(&nodes, options.node_timeout).await?;
         let Some(quorum) = Quorum::of(nodes, options.node_timeout) else {
             return Err(Error::InvalidOption {
                 option: "masters",
@@ -176,6 +181,27 @@ fn lazy_connection(
         redis.clone(),
         config,
     )?)
+}
+
+/// Sends one `PING` to every master at once, each given the node timeout: a master that
+/// refuses the credentials (or requires a password the URL lacks) fails the connect, as on
+/// one server; one that is down or silent costs that wait and its vote, nothing else.
+async fn check_masters_access(nodes: &[Conn], node_timeout: Duration) -> Result<()> {
+    let mut checks = tokio::task::JoinSet::new();
+    for conn in nodes {
+        let mut conn = conn.clone();
+        checks.spawn(
+            async move { tokio::time::timeout(node_timeout, check_access(&mut conn)).await },
+        );
+    }
+    while let Some(checked) = checks.join_next().await {
+        if let Ok(Ok(Err(refused))) = checked {
+            if refused.is_auth_failure() {
+                return Err(refused);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One acquire on every master: granted when a majority granted within the lease, the fence
@@ -260,14 +286,13 @@ async fn raise_fence<R: Resource>(resource: &R, fences: &[u64]) -> Option<Fence>
 /// Extends on every master; done when a majority extended within the validity.
 pub(crate) async fn extend<R: Resource>(
     resource: &R,
-    token: &OwnerToken,
+    invocation: ScriptInvocation<'static>,
     state: &LeaseState,
     lease: Duration,
-    lease_ms: u64,
 ) -> Result<()> {
     let nodes = &resource.shared().nodes;
     let sent_at = Instant::now();
-    let answers = ask_owner(resource, resource.extend_script(token, lease_ms)).await;
+    let answers = ask_owner(resource, invocation).await;
     let (yes, no) = tally(&answers);
     match nodes.verdict(yes, no) {
         Some(true) if state.renewed(sent_at, lease) => Ok(()),
@@ -320,18 +345,20 @@ async fn ask_owner<R: Resource>(
         .0
 }
 
-/// Releases on every master in the background, for a dropped guard, a cancelled acquire or
-/// a refused one; once more after a node timeout, for acquire requests still on their way.
-pub(crate) fn release_in_background<R: Resource>(resource: &R, token: &OwnerToken) {
+/// The background release on every master, for a dropped guard, a cancelled acquire, a
+/// refused one or a shutdown; sent once more after a node timeout, for acquire requests still
+/// on their way. Answered when a majority answered the first time.
+pub(crate) fn release_of<R: Resource>(resource: &R, token: &OwnerToken) -> Release {
     let release = || resource.release_script(token);
     let (first, second) = (release(), release());
     let nodes = Arc::clone(&resource.shared().nodes);
     let pause = resource.shared().options.node_timeout;
-    resource.shared().keeper.release(Box::pin(async move {
-        nodes.ask_all::<i64>(first).await;
+    Box::pin(async move {
+        let answered = nodes.ask_all::<i64>(first).await.iter().flatten().count();
         tokio::time::sleep(pause).await;
         nodes.ask_all::<i64>(second).await;
-    }));
+        answered >= nodes.majority()
+    })
 }
 
 /// How many answered 1 (done) and how many answered anything else (not held by this owner).

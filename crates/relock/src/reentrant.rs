@@ -1,6 +1,7 @@
 //! The reentrant mutex, and the explicit owners ([`Holder`]) that reentrant locks are held by.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ pub struct Holder {
 }
 
 impl Holder {
-    fn new(client_id: &str, id: &str) -> Holder {
+    pub(crate) fn new(client_id: &str, id: &str) -> Holder {
         Holder {
             owner: format!("{client_id}:{id}").into(),
             id_at: client_id.len() + 1,
@@ -295,9 +296,10 @@ impl ReentrantMutex {
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis
-    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///
@@ -479,6 +481,9 @@ impl Resource for Claim {
 /// Dropping the guard gives its hold back in the background, best effort; if that cannot reach
 /// Redis, the lock frees itself when its lease ends. Either way only this guard's hold is given
 /// back: the owner's other guards keep the lock.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -497,7 +502,7 @@ impl Resource for Claim {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct ReentrantMutexGuard {
     held: Held<Claim>,
 }
@@ -542,8 +547,9 @@ impl ReentrantMutexGuard {
     }
 
     /// Makes the lock last at least `lease` from now, if this hold is still held. It never
-    /// shortens the lock, which the owner's other holds may rely on. For a renewed lease the
-    /// renewal task goes on with the mutex's own lease length afterwards.
+    /// shortens the lock, which the owner's other holds may rely on. A renewed lease is
+    /// renewed as before, which never cuts an extension short: renewals take over when the
+    /// extension has run down to the mutex's own lease length.
     ///
     /// # Errors
     ///
@@ -601,6 +607,29 @@ impl ReentrantMutexGuard {
     /// See [`ReentrantMutex`].
     pub async fn unlock(self) -> Result<()> {
         self.held.unlock().await
+    }
+
+    /// Runs `work` while the hold is held, then gives it back, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the hold is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! owners, each hold with its own lease.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use crate::lease::Lost;
 use crate::options::Lease;
 use crate::reentrant::Holder;
 use crate::scripts::{announcing_script, Announcing};
-use crate::token::{Fence, OwnerToken};
+use crate::token::{random_id, Fence, OwnerToken};
 
 // Each script starts with the helpers that read and tidy the lock's hash; the granting one with
 // `next_fence` before them.
@@ -153,20 +154,20 @@ impl Client {
 /// let lock = client.rwlock("catalog")?;
 /// let (alice, bob) = (client.holder()?, client.holder()?);
 ///
-/// let a = lock.read(&alice).await?;
-/// let b = lock.read(&bob).await?; // readers share the lock
-/// assert!(lock.try_write(&client.holder()?).await.is_err());
+/// let a = lock.read_as(&alice).await?;
+/// let b = lock.read_as(&bob).await?; // readers share the lock
+/// assert!(lock.try_write_as(&client.holder()?).await.is_err());
 /// assert!(matches!(
-///     lock.try_write(&alice).await,
+///     lock.try_write_as(&alice).await,
 ///     Err(relock::Error::WouldDeadlock { .. }) // no upgrade
 /// ));
 /// a.unlock().await?;
 /// b.unlock().await?;
 ///
-/// let w = lock.write(&alice).await?;
-/// let r = lock.read(&alice).await?; // the writer may read: a downgrade
+/// let w = lock.write_as(&alice).await?;
+/// let r = lock.read_as(&alice).await?; // the writer may read: a downgrade
 /// w.unlock().await?;
-/// let b = lock.try_read(&bob).await?; // the write lock is gone, the read is kept
+/// let b = lock.try_read_as(&bob).await?; // the write lock is gone, the read is kept
 /// r.unlock().await?;
 /// b.unlock().await?;
 /// # Ok(())
@@ -317,9 +318,10 @@ impl RwLock {
     /// # Errors
     ///
     /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis
-    /// type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached after a few
-    /// resends.
+    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
+    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
+    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
+    /// last error.
     ///
     /// # Cancel safety
     ///
@@ -335,10 +337,10 @@ impl RwLock {
     /// # let server = relock_testkit::RedisServer::start();
     /// # let client = relock::Client::connect(server.url().as_str()).await?;
     /// let lock = client.rwlock("prices")?;
-    /// let writer = lock.write(&client.holder()?).await?;
+    /// let writer = lock.write_as(&client.holder()?).await?;
     /// let reader = tokio::spawn({
     ///     let (lock, holder) = (lock.clone(), client.holder()?);
-    ///     async move { lock.read(&holder).await.map(|guard| guard.fence()) }
+    ///     async move { lock.read_as(&holder).await.map(|guard| guard.fence()) }
     /// });
     /// let written = writer.fence();
     /// writer.unlock().await?; // wakes every waiting reader
@@ -346,7 +348,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+    pub async fn read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
         let held = self
             .acquire(holder, Mode::Read, self.inner.wait_timeout)
             .await?;
@@ -368,7 +370,7 @@ impl RwLock {
     /// ```no_run
     /// # async fn demo(lock: relock::RwLock, holder: relock::Holder) -> Result<(), relock::Error> {
     /// use std::time::Duration;
-    /// match lock.read_timeout(&holder, Duration::from_secs(2)).await {
+    /// match lock.read_timeout_as(&holder, Duration::from_secs(2)).await {
     ///     Ok(guard) => guard.unlock().await?,
     ///     Err(relock::Error::Timeout { .. }) => println!("a writer is busy"),
     ///     Err(e) => return Err(e),
@@ -376,7 +378,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn read_timeout(
+    pub async fn read_timeout_as(
         &self,
         holder: &Holder,
         timeout: Duration,
@@ -405,8 +407,8 @@ impl RwLock {
     /// # let server = relock_testkit::RedisServer::start();
     /// # let client = relock::Client::connect(server.url().as_str()).await?;
     /// let lock = client.rwlock("config")?;
-    /// let writer = lock.try_write(&client.holder()?).await?;
-    /// match lock.try_read(&client.holder()?).await {
+    /// let writer = lock.try_write_as(&client.holder()?).await?;
+    /// match lock.try_read_as(&client.holder()?).await {
     ///     Err(relock::Error::Held { remaining, .. }) => assert!(remaining.is_some()),
     ///     other => panic!("expected Held, got {other:?}"),
     /// }
@@ -414,7 +416,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn try_read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+    pub async fn try_read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
         let held = self.try_acquire(holder, Mode::Read).await?;
         Ok(RwLockReadGuard { held })
     }
@@ -447,10 +449,10 @@ impl RwLock {
     /// # let server = relock_testkit::RedisServer::start();
     /// # let client = relock::Client::connect(server.url().as_str()).await?;
     /// let lock = client.rwlock("catalog")?;
-    /// let reader = lock.read(&client.holder()?).await?;
+    /// let reader = lock.read_as(&client.holder()?).await?;
     /// let writer = tokio::spawn({
     ///     let (lock, holder) = (lock.clone(), client.holder()?);
-    ///     async move { lock.write(&holder).await.map(|guard| guard.fence()) }
+    ///     async move { lock.write_as(&holder).await.map(|guard| guard.fence()) }
     /// });
     /// let read = reader.fence();
     /// reader.unlock().await?; // the last reader leaves: a writer is woken
@@ -458,7 +460,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+    pub async fn write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
         let held = self
             .acquire(holder, Mode::Write, self.inner.wait_timeout)
             .await?;
@@ -480,7 +482,7 @@ impl RwLock {
     /// ```no_run
     /// # async fn demo(lock: relock::RwLock, holder: relock::Holder) -> Result<(), relock::Error> {
     /// use std::time::Duration;
-    /// match lock.write_timeout(&holder, Duration::from_secs(2)).await {
+    /// match lock.write_timeout_as(&holder, Duration::from_secs(2)).await {
     ///     Ok(guard) => guard.unlock().await?,
     ///     Err(relock::Error::Timeout { .. }) => println!("readers are busy"),
     ///     Err(e) => return Err(e),
@@ -488,7 +490,7 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn write_timeout(
+    pub async fn write_timeout_as(
         &self,
         holder: &Holder,
         timeout: Duration,
@@ -520,17 +522,148 @@ impl RwLock {
     /// # let client = relock::Client::connect(server.url().as_str()).await?;
     /// let lock = client.rwlock("schema")?;
     /// let migrator = client.holder_named("migrator")?;
-    /// let outer = lock.try_write(&migrator).await?;
-    /// let inner = lock.try_write(&migrator).await?; // reentrant
+    /// let outer = lock.try_write_as(&migrator).await?;
+    /// let inner = lock.try_write_as(&migrator).await?; // reentrant
     /// assert_eq!(inner.fence(), outer.fence());
     /// inner.unlock().await?;
     /// outer.unlock().await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn try_write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+    pub async fn try_write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
         let held = self.try_acquire(holder, Mode::Write).await?;
         Ok(RwLockWriteGuard { held })
+    }
+
+    /// A holder of its own for one hold: what the methods without a [`Holder`] take holds
+    /// for, so that their holds are never reentrant.
+    fn own_holder(&self) -> Result<Holder> {
+        Ok(Holder::new(&self.inner.shared.id, &random_id()?))
+    }
+
+    /// Waits for a read hold of a holder of its own, as [`read_as`](RwLock::read_as) does:
+    /// for the common case where nobody takes the lock again while holding it. A later call
+    /// is another owner, so a read followed by a write on one task waits for the read to be
+    /// given back.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read_as`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::Client::connect(server.url().as_str()).await?;
+    /// let lock = client.rwlock("catalog")?;
+    /// let (a, b) = (lock.read().await?, lock.read().await?); // readers share it
+    /// assert!(lock.try_write().await.is_err());
+    /// a.unlock().await?;
+    /// b.unlock().await?;
+    /// lock.write().await?.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn read(&self) -> Result<RwLockReadGuard> {
+        self.read_as(&self.own_holder()?).await
+    }
+
+    /// Waits for the write hold for a holder of its own, as [`write_as`](RwLock::write_as)
+    /// does. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::write_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read`].
+    pub async fn write(&self) -> Result<RwLockWriteGuard> {
+        self.write_as(&self.own_holder()?).await
+    }
+
+    /// Waits at most `timeout` for a read hold of a holder of its own, as
+    /// [`read_timeout_as`](RwLock::read_timeout_as) does. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read_timeout_as`] and [`RwLock::read`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read`].
+    pub async fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard> {
+        self.read_timeout_as(&self.own_holder()?, timeout).await
+    }
+
+    /// Waits at most `timeout` for the write hold for a holder of its own, as
+    /// [`write_timeout_as`](RwLock::write_timeout_as) does. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write_timeout_as`] and [`RwLock::read`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::write_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read`].
+    pub async fn write_timeout(&self, timeout: Duration) -> Result<RwLockWriteGuard> {
+        self.write_timeout_as(&self.own_holder()?, timeout).await
+    }
+
+    /// Tries once to take a read hold for a holder of its own, as
+    /// [`try_read_as`](RwLock::try_read_as) does. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::try_read_as`] and [`RwLock::read`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read`].
+    pub async fn try_read(&self) -> Result<RwLockReadGuard> {
+        self.try_read_as(&self.own_holder()?).await
+    }
+
+    /// Tries once to take the write hold for a holder of its own, as
+    /// [`try_write_as`](RwLock::try_write_as) does. See [`RwLock::read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::try_write_as`] and [`RwLock::read`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::write_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read`].
+    pub async fn try_write(&self) -> Result<RwLockWriteGuard> {
+        self.try_write_as(&self.own_holder()?).await
     }
 }
 
@@ -680,9 +813,11 @@ macro_rules! guard_methods {
                 self.held.lost().await
             }
 
-            /// Sets this hold's lease to `lease` from now, if it is still held; the lock's
-            /// other holds keep theirs. For a renewed lease the renewal task goes on with the
-            /// lock's own lease length afterwards.
+            /// Makes this hold's lease last at least `lease` from now, if it is still held;
+            /// the lock's other holds keep theirs. It never shortens the hold: with less
+            /// than the time left, nothing changes. A renewed lease is renewed as before,
+            /// which never cuts an extension short: renewals take over when the extension
+            /// has run down to the lock's own lease length.
             ///
             /// # Errors
             ///
@@ -707,7 +842,7 @@ macro_rules! guard_methods {
             ///
             /// let options = RwLockOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
             /// let lock = client.rwlock_with_options("export", options)?;
-            #[doc = concat!("let guard = lock.", $take, "(&client.holder()?).await?;")]
+            #[doc = concat!("let guard = lock.", $take, "().await?;")]
             /// guard.extend(Duration::from_secs(60)).await?;
             /// guard.unlock().await?;
             /// # Ok(())
@@ -741,6 +876,50 @@ macro_rules! guard_methods {
             pub async fn unlock(self) -> Result<()> {
                 self.held.unlock().await
             }
+
+            /// Gives this hold back, but not before `at`, as
+            /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than):
+            /// when `at` is still ahead, the hold is left to end by itself at `at` instead of being
+            /// given back now; otherwise this is [`unlock`](Self::unlock).
+            ///
+            /// # Errors
+            ///
+            /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+            ///
+            /// # Cancel safety
+            ///
+            /// Not cancel safe: if the future is dropped before Redis answered, the hold is given
+            /// back in the background at once, as for a dropped guard.
+            ///
+            /// # Examples
+            ///
+            /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+            pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+                self.held.unlock_no_earlier_than(at).await
+            }
+
+            /// Runs `work` while the hold is held, then gives it back, as
+            /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+            /// the hold is lost.
+            ///
+            /// # Errors
+            ///
+            /// As [`MutexGuard::using`](crate::MutexGuard::using).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+            ///
+            /// # Examples
+            ///
+            /// See [`MutexGuard::using`](crate::MutexGuard::using).
+            pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+            where
+                F: FnOnce(Fence) -> Fut,
+                Fut: Future<Output = T>,
+            {
+                self.held.using(work).await
+            }
         }
 
         impl fmt::Debug for $guard {
@@ -761,6 +940,9 @@ macro_rules! guard_methods {
 /// Dropping the guard gives the hold back in the background, best effort; if that cannot reach
 /// Redis, the hold ends with its lease. The other holds of the lock, the owner's included, are
 /// untouched either way.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -769,13 +951,13 @@ macro_rules! guard_methods {
 /// # async fn main() -> Result<(), relock::Error> {
 /// # let server = relock_testkit::RedisServer::start();
 /// # let client = relock::Client::connect(server.url().as_str()).await?;
-/// let guard = client.rwlock("report")?.read(&client.holder()?).await?;
+/// let guard = client.rwlock("report")?.read_as(&client.holder()?).await?;
 /// assert!(guard.is_held());
 /// guard.unlock().await?;
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct RwLockReadGuard {
     held: Held<Claim>,
 }
@@ -788,6 +970,9 @@ guard_methods!(RwLockReadGuard, "read", "read");
 /// Dropping the guard gives the hold back in the background, best effort; if that cannot reach
 /// Redis, the hold ends with its lease. The owner's other holds, read holds taken while writing
 /// included, are untouched either way.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -796,13 +981,13 @@ guard_methods!(RwLockReadGuard, "read", "read");
 /// # async fn main() -> Result<(), relock::Error> {
 /// # let server = relock_testkit::RedisServer::start();
 /// # let client = relock::Client::connect(server.url().as_str()).await?;
-/// let guard = client.rwlock("report")?.write(&client.holder()?).await?;
+/// let guard = client.rwlock("report")?.write_as(&client.holder()?).await?;
 /// assert!(guard.is_held());
 /// guard.unlock().await?;
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard only queues giving its hold back to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
 pub struct RwLockWriteGuard {
     held: Held<Claim>,
 }

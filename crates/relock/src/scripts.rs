@@ -88,6 +88,8 @@ mod tests {
     const LOCK: &str = "t:{n}:mutex";
     const FENCE: &str = "t:{n}:fence";
     const WAITERS: &str = "t:{n}:mutex-waiters";
+    const LINE: &str = "t:{n}:mutex-line";
+    const HANDOFF: &str = "t:{n}:mutex-handoff";
     const WAKE: &str = "t:{n}:wake";
 
     async fn conn(server: &RedisServer) -> MultiplexedConnection {
@@ -114,6 +116,8 @@ mod tests {
             .key(LOCK)
             .key(FENCE)
             .key(WAITERS)
+            .key(LINE)
+            .key(HANDOFF)
             .arg(token)
             .arg(lease)
             .arg(60_000)
@@ -130,17 +134,28 @@ mod tests {
             .plain()
             .key(LOCK)
             .key(WAITERS)
+            .key(LINE)
+            .key(HANDOFF)
             .arg(token)
             .arg(WAKE)
             .arg("")
+            .arg(200)
             .invoke_async::<i64>(c)
             .await
             .expect("release")
     }
 
     async fn waiters(c: &mut MultiplexedConnection) -> Vec<String> {
+        members(c, WAITERS).await
+    }
+
+    async fn line(c: &mut MultiplexedConnection) -> Vec<String> {
+        members(c, LINE).await
+    }
+
+    async fn members(c: &mut MultiplexedConnection, key: &str) -> Vec<String> {
         redis::cmd("ZRANGE")
-            .arg(WAITERS)
+            .arg(key)
             .arg(0)
             .arg(-1)
             .query_async(c)
@@ -327,14 +342,16 @@ mod tests {
             ttl > 5_000 && ttl <= 20_000,
             "the list outlives its longest place: {ttl}"
         );
-        // A place that ended (its waiter stopped trying) comes first, and is skipped.
-        redis::cmd("ZADD")
-            .arg(WAITERS)
-            .arg(1)
-            .arg("gone:")
-            .exec_async(&mut c)
-            .await
-            .expect("zadd");
+        // A waiter first in line whose place ended (it stopped trying) is skipped.
+        for key in [WAITERS, LINE] {
+            redis::cmd("ZADD")
+                .arg(key)
+                .arg(1)
+                .arg("gone:")
+                .exec_async(&mut c)
+                .await
+                .expect("zadd");
+        }
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -343,6 +360,7 @@ mod tests {
         .await;
         assert_eq!(payloads, ["b:"], "one waiter woken, by its token");
         assert_eq!(waiters(&mut c).await, ["c:"]);
+        assert_eq!(line(&mut c).await, ["b:", "c:"], "gone: left the line");
 
         assert_eq!(
             acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
@@ -359,6 +377,7 @@ mod tests {
         .await;
         assert!(payloads.is_empty(), "{payloads:?}");
         assert!(waiters(&mut c).await.is_empty(), "c: left the list");
+        assert!(line(&mut c).await.is_empty(), "b: and c: left the line");
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -400,6 +419,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_lock_is_kept_for_a_woken_waiter_which_keeps_its_turn_if_late() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+        for waiter in ["b:", "c:"] {
+            assert_eq!(
+                acquire_waiting(&mut c, waiter, 10_000, 5_000, false).await[0],
+                0
+            );
+        }
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "a:").await, 1);
+        })
+        .await;
+        assert_eq!(payloads, ["b:"]);
+        // The lock is kept for b: a moment: another task asking now is refused.
+        let kept = acquire(&mut c, "x:", 10_000).await;
+        assert!(kept[0] == 0 && kept[1] > 0 && kept[1] <= 200, "{kept:?}");
+        // b: comes too late: the lock is free for anyone, another task takes it, and c: tries
+        // on its timer a few milliseconds before b: (places are scored by the server's
+        // milliseconds).
+        redis::cmd("PEXPIRE")
+            .arg(HANDOFF)
+            .arg(1)
+            .exec_async(&mut c)
+            .await
+            .expect("pexpire");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        assert_eq!(acquire(&mut c, "x:", 10_000).await[0], 1);
+        for waiter in ["c:", "b:"] {
+            assert_eq!(
+                acquire_waiting(&mut c, waiter, 10_000, 5_000, true).await[0],
+                0
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "x:").await, 1);
+        })
+        .await;
+        assert_eq!(payloads, ["b:"], "b: keeps its turn");
+        assert_eq!(
+            acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
+            1
+        );
+        assert_eq!(line(&mut c).await, ["c:"]);
+    }
+
+    #[tokio::test]
     async fn batch_renewal_renews_only_what_each_holder_still_holds() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
@@ -416,8 +486,12 @@ mod tests {
         run(&mut c, &["HSET", "v:{3}", "f", "v"]).await;
         run(&mut c, &["HSET", "h:{1}", "a:", "1"]).await;
         run(&mut c, &["PEXPIRE", "h:{1}", "1000"]).await;
-        // Per-holder expiries: far ahead for a:, already passed for b:.
-        let ahead = "9999999999999";
+        // Per-holder expiries: live for a second more for a:, already passed for b:.
+        let (secs, micros): (i64, i64) =
+            redis::cmd("TIME").query_async(&mut c).await.expect("time");
+        let soon = secs * 1000 + micros / 1000 + 1000;
+        let ahead = soon.to_string();
+        let ahead = ahead.as_str();
         run(&mut c, &["HSET", "he:{1}", "a:", ahead, "b:", "1"]).await;
         run(&mut c, &["PEXPIRE", "he:{1}", "1000"]).await;
         run(&mut c, &["ZADD", "z:{1}", ahead, "a:", "1", "b:"]).await;
@@ -488,7 +562,7 @@ mod tests {
             .await
             .expect("hmget");
         assert!(
-            expiries[0] > 1_700_000_000_000 && expiries[0] < 9_999_999_999_999 && expiries[1] == 1,
+            expiries[0] > soon + 20_000 && expiries[1] == 1,
             "{expiries:?}"
         );
         let score: f64 = redis::cmd("ZSCORE")
@@ -497,6 +571,39 @@ mod tests {
             .query_async(&mut c)
             .await
             .expect("zscore");
-        assert!(score > 1.7e12);
+        assert!(score > (soon + 20_000) as f64);
+
+        // A renewal never shortens: an expiry an extension moved beyond the renewal's lease
+        // stays where it is, for a key and for a holder.
+        let far = soon + 3_600_000;
+        run(&mut c, &["SET", "v:{5}", "a:1", "PX", "3600000"]).await;
+        run(&mut c, &["HSET", "he:{5}", "a:", &far.to_string()]).await;
+        run(&mut c, &["PEXPIRE", "he:{5}", "3600000"]).await;
+        let renewed: Vec<i64> = RENEW_BATCH
+            .key("v:{5}")
+            .arg("v")
+            .arg("a:")
+            .arg(30_000)
+            .key("he:{5}")
+            .arg("he")
+            .arg("a:")
+            .arg(30_000)
+            .invoke_async(&mut c)
+            .await
+            .expect("renewal");
+        assert_eq!(renewed, vec![1, 1]);
+        for key in ["v:{5}", "he:{5}"] {
+            assert!(
+                pttl(&mut c, key).await > 3_500_000,
+                "{key} kept its extension"
+            );
+        }
+        let kept: i64 = redis::cmd("HGET")
+            .arg("he:{5}")
+            .arg("a:")
+            .query_async(&mut c)
+            .await
+            .expect("hget");
+        assert_eq!(kept, far);
     }
 }

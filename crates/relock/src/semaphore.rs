@@ -1,6 +1,7 @@
 //! The distributed semaphore: up to a total of permits per name, each grant with its own lease.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -260,11 +261,12 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the
-    /// semaphore's total: at once, or as soon as a lowered total is seen while waiting, since
-    /// waiting could never end. [`Error::Timeout`] when the wait limit passes;
-    /// [`Error::WrongType`] when the semaphore's key holds another Redis type; [`Error::Redis`]
-    /// when Redis cannot be reached after a few resends.
+    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the semaphore's
+    /// total: at once, or as soon as a lowered total is seen while waiting, since waiting could
+    /// never end. [`Error::Timeout`] when the wait limit passes; [`Error::WrongType`] when the
+    /// semaphore's key holds another Redis type; [`Error::Redis`] when Redis stays unreachable
+    /// until the wait limit (without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
     ///
     /// # Cancel safety
     ///
@@ -361,6 +363,29 @@ impl Semaphore {
     /// See [`Semaphore`].
     pub async fn try_acquire(&self) -> Result<SemaphorePermit> {
         self.try_acquire_many(1).await
+    }
+
+    /// Waits for one permit as [`acquire`](Semaphore::acquire) does, runs `work` while it is held,
+    /// and gives it back: [`SemaphorePermit::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`] while waiting, then as [`SemaphorePermit::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Semaphore::acquire`] while waiting; afterwards dropping the future drops
+    /// `work` and gives one permit back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.acquire().await?.using(work).await
     }
 
     /// Tries once to take `n` permits at once, without waiting.
@@ -615,7 +640,8 @@ impl Resource for Request {
             .arg(self.permits)
             .arg(s.lease_ms)
             .arg(s.fence_memory_ms)
-            .arg(s.permits);
+            .arg(s.permits)
+            .arg(self.shared().options.holder_label.as_str());
         invocation
     }
 
@@ -655,6 +681,9 @@ impl Resource for Request {
 /// Give the permits back with [`release`](SemaphorePermit::release) to learn whether they were
 /// still held. Dropping the guard gives them back in the background, best effort; if that
 /// cannot reach Redis, they come back when the lease ends.
+/// A drop only queues the release to the client's background task, which ends with the
+/// runtime: before the program exits, call [`Client::shutdown`](crate::Client::shutdown), which
+/// gives back every lock still held and waits for the releases queued.
 ///
 /// # Examples
 ///
@@ -673,7 +702,7 @@ impl Resource for Request {
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping the permit gives it back right away"]
+#[must_use = "dropping the permit only queues giving it back to the client's background task; call `release`, or `Client::shutdown` before the program exits"]
 pub struct SemaphorePermit {
     held: Held<Request>,
 }
@@ -721,8 +750,10 @@ impl SemaphorePermit {
         self.held.lost().await
     }
 
-    /// Sets the grant's lease to `lease` from now, if it still stands. For a renewed lease
-    /// the renewal task goes on renewing with the semaphore's own lease length afterwards.
+    /// Makes the grant's lease last at least `lease` from now, if it still stands. It
+    /// never shortens it: with less than the time left, nothing changes. A renewed lease
+    /// is renewed as before, which never cuts an extension short: renewals take over when
+    /// the extension has run down to the lock's own lease length.
     ///
     /// # Errors
     ///
@@ -778,6 +809,50 @@ impl SemaphorePermit {
     pub async fn release(self) -> Result<()> {
         self.held.unlock().await
     }
+
+    /// Gives the permits back, but not before `at`, as
+    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+    /// is still ahead, the permits are left to end by themselves at `at` instead of being
+    /// given back now; otherwise this is [`release`](SemaphorePermit::release).
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: if the future is dropped before Redis answered, the permits is given
+    /// back in the background at once, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+    pub async fn release_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+        self.held.unlock_no_earlier_than(at).await
+    }
+
+    /// Runs `work` while the grant of permits is held, then gives the permits back, as
+    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+    /// the grant of permits is lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`MutexGuard::using`](crate::MutexGuard::using).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and gives the permits back in the background, as for a dropped guard.
+    ///
+    /// # Examples
+    ///
+    /// See [`MutexGuard::using`](crate::MutexGuard::using).
+    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.held.using(work).await
+    }
 }
 
 impl fmt::Debug for SemaphorePermit {
@@ -825,6 +900,7 @@ mod tests {
             .arg(10_000)
             .arg(60_000)
             .arg(total)
+            .arg("")
             .invoke_async(c)
             .await
     }
@@ -851,6 +927,7 @@ mod tests {
         assert!(ttl > 60_000 && ttl <= 70_000, "lease + fence memory: {ttl}");
         // The same grant again (a lost reply): still one grant of 2, with a higher fence.
         let retried = acquire(&mut c, "a:2", 2, 3).await.expect("acquire");
+        assert_eq!(retried.len(), 2, "granted, and one fence: {retried:?}");
         assert_eq!(retried[0], 1);
         assert!(retried[1] > first[1]);
         assert_eq!(server.cli(&["HLEN", HASH]), "2", "the total and one grant");

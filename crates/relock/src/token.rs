@@ -61,6 +61,10 @@ impl OwnerToken {
 /// token granted for the same name when needed. Only comparisons between tokens of the same lock
 /// name mean anything. See the crate documentation for what the ordering assumes.
 ///
+/// It fits a signed 64-bit column (SQL's `BIGINT`): microseconds since 1970 reach `i64::MAX`
+/// only in the year 294,000. Convert with `i64::try_from(fence.get())`, never with `as`.
+/// [`topics::production`](crate::topics::production) shows a fenced `UPDATE` in PostgreSQL.
+///
 /// # Examples
 ///
 /// ```no_run

@@ -406,23 +406,26 @@ fn readers_share_an_rwlock_and_a_writer_waits_for_them() {
             c.holder().expect("holder"),
             c.holder().expect("holder"),
         );
-        let a = lock.read(&alice).expect("read");
+        let a = lock.read_as(&alice).expect("read");
         let b = {
             let lock = lock.clone();
-            thread::spawn(move || lock.read_timeout(&bob, Duration::from_secs(2)))
+            thread::spawn(move || lock.read_timeout_as(&bob, Duration::from_secs(2)))
                 .join()
                 .expect("thread")
         }
         .expect("a second reader at once");
-        assert!(matches!(lock.try_write(&writer), Err(Error::Held { .. })));
+        assert!(matches!(
+            lock.try_write_as(&writer),
+            Err(Error::Held { .. })
+        ));
         assert!(
-            matches!(lock.write(&alice), Err(Error::WouldDeadlock { .. })),
+            matches!(lock.write_as(&alice), Err(Error::WouldDeadlock { .. })),
             "a reader cannot wait to write"
         );
         let waiting = {
             let lock = lock.clone();
             thread::spawn(move || {
-                let guard = lock.write(&writer).expect("write after the readers");
+                let guard = lock.write_as(&writer).expect("write after the readers");
                 let fence = guard.fence();
                 guard.unlock().expect("unlock");
                 (Instant::now(), fence)

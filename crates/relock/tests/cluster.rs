@@ -104,20 +104,20 @@ async fn every_primitive_works_on_names_of_every_master() {
         first.unlock().await.expect("unlock");
 
         let rw = a.rwlock(&name).expect("name");
-        let read_a = rw.read(&alice).await.expect("read");
+        let read_a = rw.read_as(&alice).await.expect("read");
         let read_b = b
             .rwlock(&name)
             .expect("name")
-            .read(&bob)
+            .read_as(&bob)
             .await
             .expect("read");
         assert!(
-            rw.try_write(&alice).await.is_err(),
+            rw.try_write_as(&alice).await.is_err(),
             "readers exclude a writer"
         );
         read_a.unlock().await.expect("unlock");
         read_b.unlock().await.expect("unlock");
-        rw.write(&alice)
+        rw.write_as(&alice)
             .await
             .expect("write")
             .unlock()

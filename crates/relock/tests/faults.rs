@@ -4,11 +4,13 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, ms};
-use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions};
-use relock_testkit::{RedisServer, ServerOptions};
+use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions, MIN_LEASE};
+use relock_testkit::{Proxy, RedisServer, ServerOptions};
 
 fn fixed(lease: Duration) -> MutexOptions {
     MutexOptions::default().lease(Lease::Fixed(lease))
@@ -443,4 +445,422 @@ async fn f18_an_evicting_memory_policy_is_reported() {
         .await
         .expect("read");
     assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn f20_a_shutdown_redis_does_not_answer_reports_the_releases_it_gave_up() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().shutdown_timeout(ms(300));
+    let c = client_with(&server, options).await;
+    let guard = c
+        .mutex_with_options("unanswered", fixed(ms(3000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    server.pause();
+    let started = Instant::now();
+    let outcome = c.shutdown().await;
+    let waited = started.elapsed();
+    server.resume();
+    assert!(
+        matches!(outcome, Err(Error::ShutdownIncomplete { unanswered: 1 })),
+        "{outcome:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "bounded by the shutdown timeout, waited {waited:?}"
+    );
+    assert!(!guard.is_held(), "a guard never outlives its shutdown");
+    assert!(matches!(guard.unlock().await, Err(Error::Shutdown)));
+    let other = client(&server).await;
+    let mutex = other.mutex("unanswered").expect("name");
+    let free = mutex.lock_timeout(Duration::from_secs(10)).await;
+    free.expect("free by the end of its lease")
+        .unlock()
+        .await
+        .expect("unlock");
+}
+
+/// Takes `server` down with `SIGKILL` for `down`, then starts it again on the same port, off
+/// the runtime's threads; returns it once it answers again.
+async fn down_for(mut server: RedisServer, down: Duration) -> RedisServer {
+    tokio::task::spawn_blocking(move || {
+        server.kill9();
+        std::thread::sleep(down);
+        server.restart();
+        server
+    })
+    .await
+    .expect("the outage's thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f22_a_waiter_rides_out_redis_down_for_two_seconds() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let holder = a.mutex("blip").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let taken = b
+            .mutex("blip")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await;
+        (taken, started.elapsed())
+    });
+    tokio::time::sleep(ms(300)).await;
+    let _server = down_for(server, Duration::from_secs(2)).await;
+    let (taken, waited) = waiter.await.expect("task");
+    let taken = taken.expect("the waiter gets the lock once Redis is back");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "not before Redis returned"
+    );
+    // The restarted server holds nothing of the holder's: the lock went to the waiter.
+    assert_eq!(holder.lost().await, Lost::Revoked);
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f22_a_waiter_rides_out_redis_paused_for_two_seconds() {
+    let server = RedisServer::start();
+    // Short reply timeouts: each send fails fast, so the few resends of one request end well
+    // inside the pause.
+    let options = || ClientOptions::default().response_timeout(ms(300));
+    let (a, b) = (
+        client_with(&server, options()).await,
+        client_with(&server, options()).await,
+    );
+    let holder = a.mutex("paused").expect("name").lock().await.expect("lock");
+    let waiter = tokio::spawn(async move {
+        b.mutex("paused")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+    });
+    tokio::time::sleep(ms(300)).await;
+    server.pause();
+    tokio::time::sleep(ms(2000)).await;
+    server.resume();
+    assert!(!waiter.is_finished(), "the waiter waited through the pause");
+    holder
+        .unlock()
+        .await
+        .expect("the holder releases after the pause");
+    let taken = waiter
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock after the pause");
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn f22_an_outage_past_the_wait_limit_reports_the_last_error_at_the_limit() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::default().outage_limit(ms(800));
+    let c = client_with(&server, options).await;
+    server.kill9();
+    let mutex = c.mutex("gone").expect("name");
+    let started = Instant::now();
+    let err = mutex
+        .lock_timeout(ms(1500))
+        .await
+        .expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(
+        err.is_unavailable(),
+        "the last error, not a timeout: {err:?}"
+    );
+    assert!(waited >= ms(1400), "retried until the limit: {waited:?}");
+    assert!(waited < Duration::from_secs(8), "then gave up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.lock().await.expect_err("Redis stays down");
+    let waited = started.elapsed();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        waited >= ms(700),
+        "lock() retries for the outage limit: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(8), "then gives up: {waited:?}");
+
+    let started = Instant::now();
+    let err = mutex.try_lock().await.expect_err("Redis stays down");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        started.elapsed() < ms(700),
+        "try_lock does not wait through an outage"
+    );
+}
+
+/// A client of `server` through a proxy that can cut its connections one by one, and the
+/// number of its pub/sub connection, which it opens at its first wait (`warm_up`).
+async fn client_behind_proxy(
+    server: &RedisServer,
+    options: ClientOptions,
+) -> (relock::Client, Proxy) {
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into());
+    let c = relock::Client::connect_with_options(proxy.url().as_str(), options)
+        .await
+        .expect("connect through the proxy");
+    assert_eq!(proxy.accepted(), 1, "the command connection");
+    (c, proxy)
+}
+
+/// How long after `holder` releases `name` the waiting `waiter` holds it. The waiter is given
+/// `settle` to subscribe (or find it cannot) before the release.
+async fn handoff(
+    holder: &relock::Client,
+    waiter: &relock::Client,
+    name: &'static str,
+    settle: Duration,
+) -> Duration {
+    let held = holder
+        .mutex(name)
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let guard = waiter
+                .mutex(name)
+                .expect("name")
+                .lock_timeout(Duration::from_secs(30))
+                .await
+                .expect("the waiter gets the lock");
+            let at = Instant::now();
+            guard.unlock().await.expect("unlock");
+            at
+        })
+    };
+    tokio::time::sleep(settle).await;
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    let taken = waiting.await.expect("task");
+    taken.saturating_duration_since(released)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f23_a_silent_pub_sub_connection_is_replaced_and_handoffs_stay_prompt() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    // A long fallback: only a release announcement hands the lock over promptly.
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let (waiter, proxy) = client_behind_proxy(&server, options).await;
+    let warm = handoff(&holder, &waiter, "warm-up", ms(500)).await;
+    assert!(warm < Duration::from_secs(2), "announced: {warm:?}");
+    assert_eq!(proxy.accepted(), 2, "the pub/sub connection opened");
+    proxy.set_cut_connection(1, true);
+    // Each new name subscribes: the first on the silent connection, which is given up after
+    // a response timeout (1 s) and replaced; the settle time covers that with room to spare.
+    for name in ["after-cut-1", "after-cut-2", "after-cut-3"] {
+        let took = handoff(&holder, &waiter, name, ms(2500)).await;
+        assert!(
+            took < Duration::from_secs(2),
+            "{name}: handed over {took:?} after the release, not on the fallback timer"
+        );
+    }
+    assert!(proxy.accepted() >= 3, "a new pub/sub connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f23_a_quiet_silent_pub_sub_connection_is_noticed_and_replaced() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let options = ClientOptions::default()
+        .wake_fallback(ms(500))
+        .response_timeout(ms(500));
+    let (waiter, proxy) = client_behind_proxy(&server, options).await;
+    let held = holder
+        .mutex("quiet")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            waiter
+                .mutex("quiet")
+                .expect("name")
+                .lock_timeout(Duration::from_secs(30))
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.accepted() < 2 {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        tokio::time::sleep(ms(20)).await;
+    }
+    // A connection that answers its checks is kept.
+    tokio::time::sleep(ms(1500)).await;
+    assert_eq!(
+        proxy.accepted(),
+        2,
+        "a live pub/sub connection was replaced"
+    );
+    // Nothing more is subscribed: only a check of the quiet connection can find it silent.
+    proxy.set_cut_connection(1, true);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while proxy.accepted() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the silent pub/sub connection was never replaced"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    held.unlock().await.expect("unlock");
+    let taken = waiting
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock");
+    taken.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn f24_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
+    let server = RedisServer::start_with(ServerOptions::default().password("s3cret"));
+    let err = relock::Client::connect(server.url().as_str())
+        .await
+        .expect_err("no password");
+    assert!(err.is_auth_failure(), "{err:?}");
+    let with_it = server.url_with_auth(None, "s3cret");
+    let c = relock::Client::connect(with_it.as_str())
+        .await
+        .expect("the password");
+    let guard = c.mutex("m").expect("name").try_lock().await.expect("lock");
+    guard.unlock().await.expect("unlock");
+    // RedLock: one master asking for a password is enough, even with another one down.
+    let mut down = RedisServer::start();
+    let open = RedisServer::start();
+    let masters = [server.url(), open.url(), down.url()];
+    down.kill9();
+    let err = relock::Client::connect_redlock(masters)
+        .await
+        .expect_err("no password for one master");
+    assert!(err.is_auth_failure(), "{err:?}");
+}
+
+#[tokio::test]
+async fn f25_an_unlock_refused_for_waiters_keys_of_another_type_leaves_the_lock_held() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let guard = c
+        .mutex_with_options("jobs", fixed(ms(60_000)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let held = server.cli(&["GET", "relock:{jobs}:mutex"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-waiters", "not a zset"]);
+    server.cli(&["SET", "relock:{jobs}:mutex-line", "not a zset"]);
+    let err = guard.unlock().await.expect_err("a string");
+    assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex"]),
+        held,
+        "an unlock that failed released nothing"
+    );
+    assert_eq!(
+        server.cli(&["GET", "relock:{jobs}:mutex-waiters"]),
+        "not a zset"
+    );
+}
+
+#[tokio::test]
+async fn f26_the_shortest_renewed_leases_are_kept_while_their_guards_live() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let mut guards = Vec::new();
+    for i in 0..5 {
+        let mutex = c
+            .mutex_with_options(format!("short-{i}"), renewed(MIN_LEASE))
+            .expect("name");
+        guards.push(mutex.lock().await.expect("lock"));
+    }
+    // Some 45 renewals of each lease.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for (i, guard) in guards.iter().enumerate() {
+            assert!(guard.is_held(), "lease {i} of {MIN_LEASE:?} was lost");
+        }
+        tokio::time::sleep(ms(20)).await;
+    }
+    for guard in guards {
+        guard.unlock().await.expect("held throughout");
+    }
+}
+
+#[tokio::test]
+async fn f27_keeping_a_lock_whose_lease_ended_is_not_held_and_spares_the_new_owner() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    let options = fixed(ms(200));
+    let stale = a
+        .mutex_with_options("taken-over", options)
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    tokio::time::sleep(ms(400)).await;
+    let owner = b
+        .mutex_with_options("taken-over", fixed(ms(3000)))
+        .expect("name")
+        .try_lock()
+        .await
+        .expect("free after the stale lease");
+    let kept = stale
+        .unlock_no_earlier_than(Instant::now() + Duration::from_secs(60))
+        .await;
+    assert!(matches!(kept, Err(Error::NotHeld { .. })), "{kept:?}");
+    let pttl: i64 = server
+        .cli(&["PTTL", "relock:{taken-over}:mutex"])
+        .trim()
+        .parse()
+        .expect("pttl");
+    assert!(
+        (1..=3000).contains(&pttl),
+        "the owner's lease is untouched: {pttl}"
+    );
+    owner.unlock().await.expect("the owner still holds it");
+}
+
+#[tokio::test]
+async fn f28_work_under_using_is_stopped_when_the_lock_is_lost() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let options = fixed(ms(300));
+    let mutex = c.mutex_with_options("short", options).expect("name");
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        mutex.using(|_| {
+            let finished = Arc::clone(&finished);
+            async move {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        }),
+    )
+    .await
+    .expect("stopped well before the work's end");
+    assert!(matches!(outcome, Err(Error::NotHeld { .. })), "{outcome:?}");
+    assert!(!finished.load(Ordering::SeqCst), "the work was dropped");
+    assert!(started.elapsed() >= ms(250), "not before the lease ran out");
+
+    let renewed = renewed(ms(600));
+    let mutex = c.mutex_with_options("taken", renewed).expect("name");
+    let guard = mutex.lock().await.expect("lock");
+    server.cli(&["DEL", "relock:{taken}:mutex"]);
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(10),
+        guard.using(|_| std::future::pending::<()>()),
+    )
+    .await
+    .expect("renewal notices the deleted key within a lease");
+    assert!(matches!(stopped, Err(Error::NotHeld { .. })), "{stopped:?}");
 }

@@ -22,7 +22,7 @@ async fn every_kind_held_is_listed_with_its_holders_and_counts() -> Result<(), E
     let (r1, r2) = (reentrant.lock(&owner).await?, reentrant.lock(&owner).await?);
     let rw = client.rwlock("job:rw")?;
     let (alice, bob) = (client.holder_named("alice")?, client.holder_named("bob")?);
-    let (ra, rb) = (rw.read(&alice).await?, rw.read(&bob).await?);
+    let (ra, rb) = (rw.read_as(&alice).await?, rw.read_as(&bob).await?);
     let sem = client.semaphore("job:sem", 5)?;
     let (p2, p1) = (sem.acquire_many(2).await?, sem.acquire().await?);
     let fair = client.fair_mutex("job:fair")?;
@@ -122,7 +122,7 @@ async fn a_writer_is_listed_with_its_fence_and_readers_waiting_behind_it() -> Re
     let client = client(&server).await;
     let rw = client.rwlock("doc")?;
     let writer = client.holder_named("editor")?;
-    let w = rw.write(&writer).await?;
+    let w = rw.write_as(&writer).await?;
     let held = client.locks_named("doc").await?;
     assert_eq!(held.len(), 1);
     assert_eq!((held[0].holds, held[0].write_holds), (1, Some(1)));
@@ -207,7 +207,7 @@ async fn force_unlock_frees_every_kind_keeps_the_fence_and_wakes_waiters() -> Re
     let owner = client.holder()?;
     let reentrant = client.reentrant_mutex(name)?.lock(&owner).await?;
     let rw = client.rwlock(name)?;
-    let read = rw.read(&client.holder()?).await?;
+    let read = rw.read_as(&client.holder()?).await?;
     let sem = client.semaphore(name, 1)?;
     let permit = sem.acquire().await?;
     let fair = client.fair_mutex(name)?.lock().await?;

@@ -100,7 +100,7 @@ async fn every_key_expires_and_memory_per_hold_is_measured() -> Result<(), Error
     let guard = client.reentrant_mutex(NAMES[1])?.lock(&holder).await?;
     measure("ReentrantMutex", NAMES[1]);
     guard.unlock().await?;
-    let guard = client.rwlock(NAMES[2])?.read(&holder).await?;
+    let guard = client.rwlock(NAMES[2])?.read_as(&holder).await?;
     measure("RwLock, one reader", NAMES[2]);
     guard.unlock().await?;
     let guard = client.semaphore(NAMES[3], 4)?.acquire().await?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use relock::{ClientOptions, Error, Lease, Lost, MutexOptions};
+use relock::{ClientOptions, Error, Lease, Lost, MutexOptions, MIN_LEASE};
 use relock_testkit::RedisServer;
 
 fn fixed(lease: Duration) -> MutexOptions {
@@ -146,7 +146,9 @@ async fn lost_fires_when_redis_is_paused_past_the_lease() {
 async fn fences_strictly_increase_over_1000_grants_with_expiries_and_deletes() {
     let server = RedisServer::start();
     let c = client(&server).await;
-    let mutex = c.mutex_with_options("fenced", fixed(ms(20))).expect("name");
+    let mutex = c
+        .mutex_with_options("fenced", fixed(MIN_LEASE))
+        .expect("name");
     let mut last = 0;
     for i in 0..1000 {
         let guard = mutex.lock().await.expect("lock");
@@ -156,7 +158,7 @@ async fn fences_strictly_increase_over_1000_grants_with_expiries_and_deletes() {
         match i % 100 {
             // Let the lease run out instead of releasing.
             0 => {
-                tokio::time::sleep(ms(30)).await;
+                tokio::time::sleep(MIN_LEASE + ms(10)).await;
                 drop(guard);
             }
             // Delete the lock and the remembered fence behind the client's back.

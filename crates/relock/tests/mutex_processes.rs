@@ -10,6 +10,9 @@
 //!   about two script calls however many wait (counted by the server in `INFO commandstats`).
 //! - `killed_holder_frees_after_lease_not_before`: a holder killed with SIGKILL keeps the lock
 //!   until its lease runs out, then a waiter gets it promptly.
+//! - `no_waiter_starves_under_sustained_contention`: 4 processes × 6 tasks take turns for
+//!   seconds, each asking again as soon as it released; no wait lasts many more hand-offs than
+//!   the mean wait.
 //!
 //! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
@@ -34,6 +37,7 @@ use relock_testkit::{check_no_overlap, RedisServer};
 const RELOCK_INCREMENTS: &str = "relock-increments";
 const NAIVE_INCREMENTS: &str = "naive-increments";
 const HOLDER: &str = "holder";
+const TURNS: &str = "turns";
 
 /// The counter every critical section increments with a separate GET and SET.
 const COUNTER_KEY: &str = "test:counter";
@@ -65,6 +69,7 @@ fn main() {
             RELOCK_INCREMENTS => increments_worker(Guarding::Relock),
             NAIVE_INCREMENTS => increments_worker(Guarding::Naive),
             HOLDER => holder_worker(),
+            TURNS => turns_worker(),
             handoff::WAITER => handoff::waiter_worker(),
             other => panic!("unknown worker role {other:?}"),
         }
@@ -83,6 +88,10 @@ fn main() {
         (
             "killed_holder_frees_after_lease_not_before",
             killed_holder_frees_after_lease_not_before,
+        ),
+        (
+            "no_waiter_starves_under_sustained_contention",
+            no_waiter_starves_under_sustained_contention,
         ),
     ]);
 }
@@ -231,6 +240,81 @@ fn killed_holder_frees_after_lease_not_before() {
     });
 
     workers.reap_killed(0, Instant::now() + REAP_LIMIT);
+}
+
+/// How long the workers of `no_waiter_starves_under_sustained_contention` take turns.
+const TURNS_RUN: Duration = Duration::from_secs(4);
+/// How long each turn holds the lock.
+const TURN_HOLD: Duration = Duration::from_millis(2);
+/// How many milliseconds the turn workers run, as an environment variable.
+const RUN_MS_ENV: &str = "RELOCK_TEST_RUN_MS";
+/// The lock the turn workers share.
+const TURNS_LOCK: &str = "turns";
+
+/// One turn: when its task asked for the lock, and when it entered (monotonic nanoseconds).
+struct Turn {
+    asked: u64,
+    enter: u64,
+}
+
+fn no_waiter_starves_under_sustained_contention() {
+    let server = RedisServer::start();
+    let (processes, tasks) = (4, 6);
+    let envs = [
+        (URL_ENV, server.url()),
+        (TASKS_ENV, tasks.to_string()),
+        (RUN_MS_ENV, TURNS_RUN.as_millis().to_string()),
+    ];
+    let mut workers = Workers::spawn(TURNS, processes, &envs);
+    workers.start_together(Instant::now() + STARTUP_LIMIT);
+    let mut turns = Vec::new();
+    let deadline = Instant::now() + WORKLOAD_LIMIT;
+    workers.collect_until(DONE, deadline, |i, line| turns.push(parse_turn(i, &line)));
+    workers.reap_all_successful(deadline);
+
+    // A turn's wait in hand-offs: how many other turns began while it waited.
+    let mut entries: Vec<u64> = turns.iter().map(|t| t.enter).collect();
+    entries.sort_unstable();
+    let waits: Vec<usize> = turns
+        .iter()
+        .map(|t| {
+            let from = entries.partition_point(|&e| e <= t.asked);
+            let to = entries.partition_point(|&e| e < t.enter);
+            to.saturating_sub(from)
+        })
+        .collect();
+    let mean = waits.iter().sum::<usize>() as f64 / waits.len() as f64;
+    let longest = waits.iter().copied().max().unwrap_or(0);
+    let waiters = processes * tasks;
+    println!(
+        "    {waiters} waiters, {} turns in {TURNS_RUN:?}: a wait is {mean:.1} hand-offs on \
+         average, {longest} at the longest",
+        turns.len()
+    );
+    assert!(
+        turns.len() >= 4 * waiters,
+        "too few turns to judge: {}",
+        turns.len()
+    );
+    // With every waiter in line the mean is about one round of the line; a waiter that keeps
+    // its turn waits a few more hand-offs when other tasks take the lock before it, not
+    // rounds more.
+    let bound = 2.0 * mean + waiters as f64;
+    assert!(
+        (longest as f64) <= bound,
+        "a waiter waited {longest} hand-offs, the mean is {mean:.1} (bound {bound:.0})"
+    );
+}
+
+fn parse_turn(worker: usize, line: &str) -> Turn {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let parsed = match fields.as_slice() {
+        ["W", asked, enter] => asked.parse().ok().zip(enter.parse().ok()),
+        _ => None,
+    };
+    let (asked, enter) =
+        parsed.unwrap_or_else(|| panic!("worker {worker} printed {line:?}, not `W ASKED ENTER`"));
+    Turn { asked, enter }
 }
 
 fn victim_options() -> MutexOptions {
@@ -426,4 +510,42 @@ fn holder_worker() {
             () = tokio::time::sleep(HOLDER_LIMIT) => {}
         }
     });
+}
+
+/// Connects, reports `READY`, waits for `GO`, then runs `TASKS_ENV` tasks that take turns at
+/// the lock for `RUN_MS_ENV` milliseconds, each asking again as soon as it released, and
+/// prints each turn as `W ASKED ENTER` (monotonic nanoseconds); then prints `DONE`.
+fn turns_worker() {
+    let url = env_var(URL_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let run = Duration::from_millis(env_parse(RUN_MS_ENV));
+    let runtime = runtime();
+    let client = runtime.block_on(async {
+        Client::connect(url.as_str())
+            .await
+            .expect("the worker connects to redis")
+    });
+    start_barrier();
+    let turns = runtime.block_on(async {
+        let until = tokio::time::Instant::now() + run;
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let mutex = client.mutex(TURNS_LOCK).expect("valid lock name");
+            set.spawn(async move {
+                let mut turns = Vec::new();
+                while tokio::time::Instant::now() < until {
+                    let asked = monotonic_nanos();
+                    let guard = mutex.lock().await.expect("lock");
+                    let enter = monotonic_nanos();
+                    tokio::time::sleep(TURN_HOLD).await;
+                    guard.unlock().await.expect("unlock");
+                    turns.push(format!("W {asked} {enter}"));
+                }
+                turns
+            });
+        }
+        join_within(set, WORKLOAD_LIMIT).await
+    });
+    say_all(turns.into_iter().flatten());
+    say(DONE);
 }

@@ -428,6 +428,31 @@ fn a_lease_deleted_behind_the_holder_is_counted_lost() {
 }
 
 #[test]
+fn a_hold_given_back_by_a_shutdown_is_a_release_not_a_loss() {
+    let server = RedisServer::start();
+    let seen = observe(|| async {
+        let c = client(&server).await;
+        let guard = c
+            .mutex("closing")
+            .expect("name")
+            .lock()
+            .await
+            .expect("lock");
+        c.shutdown().await.expect("shutdown");
+        assert_eq!(guard.lost().await, Lost::Shutdown);
+        drop(guard);
+    });
+
+    let release = seen.span("relock.release", "closing");
+    assert_eq!(release.field("outcome"), Some("shutdown"));
+    assert!(release.millis("held_ms") >= 0.0, "{release:?}");
+    assert_eq!(seen.counter("relock_lost_total", &[]), 0);
+    assert!(seen.events(Level::WARN).is_empty(), "no lease lost");
+    let held = seen.histogram("relock_hold_seconds", &[MUTEX]);
+    assert_eq!(held.len(), 1, "one hold, ended once: {held:?}");
+}
+
+#[test]
 fn every_primitive_reports_its_kind() {
     let server = RedisServer::start();
     let seen = observe(|| async {

@@ -148,7 +148,7 @@ async fn acquire_succeeds_exactly_when_a_majority_of_masters_is_free() {
 }
 
 #[tokio::test]
-async fn two_masters_down_still_lock_three_down_fail_fast_with_a_typed_error() {
+async fn two_masters_down_still_lock_three_down_fail_at_the_wait_limit_with_a_typed_error() {
     let mut servers = masters(5);
     let client = redlock(urls(&servers), options()).await;
     servers[0].kill9();
@@ -172,16 +172,59 @@ async fn two_masters_down_still_lock_three_down_fail_fast_with_a_typed_error() {
     assert_eq!(lost, Lost::Expired);
 
     let waiting = client
-        .mutex_with_options("another", MutexOptions::default().wait_timeout(ms(5_000)))
+        .mutex_with_options("another", MutexOptions::default().wait_timeout(ms(1_500)))
         .expect("name");
     let started = Instant::now();
     let refused = waiting.lock().await;
+    let waited = started.elapsed();
     assert!(
         matches!(refused, Err(Error::NoQuorum { needed: 3, .. })),
         "{refused:?}"
     );
     assert!(refused.is_err_and(|e| e.is_unavailable()));
-    assert!(started.elapsed() < ms(5_000), "{:?}", started.elapsed());
+    assert!(
+        waited >= ms(1_400),
+        "asked again until the wait limit: {waited:?}"
+    );
+    assert!(waited < ms(8_000), "then gave up: {waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rides_out_a_majority_of_masters_down_for_two_seconds() {
+    let servers = masters(3);
+    let (holder, waiter) = (
+        redlock(urls(&servers), options()).await,
+        redlock(urls(&servers), options()).await,
+    );
+    let held = held(&holder, "blip", Lease::Renewed(Duration::from_secs(30))).await;
+    let waiting = tokio::spawn(async move {
+        waiter
+            .mutex("blip")
+            .expect("name")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+    });
+    tokio::time::sleep(ms(300)).await;
+    let _servers = tokio::task::spawn_blocking(move || {
+        let mut servers = servers;
+        servers[0].kill9();
+        servers[1].kill9();
+        std::thread::sleep(Duration::from_secs(2));
+        servers[0].restart();
+        servers[1].restart();
+        servers
+    })
+    .await
+    .expect("the outage's thread");
+    // The restarted masters hold nothing: they grant the waiter a majority.
+    let taken = waiting
+        .await
+        .expect("task")
+        .expect("the waiter gets the lock once a majority is back");
+    tokio::time::timeout(Duration::from_secs(10), held.lost())
+        .await
+        .expect("the holder learns it lost its majority");
+    taken.unlock().await.expect("unlock");
 }
 
 #[tokio::test]
@@ -209,8 +252,13 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     let node_timeout = ms(400);
     let client = redlock(urls(&servers), options().node_timeout(node_timeout)).await;
     let mutex = client.mutex("paused").expect("name");
-    // Warm every master's script cache and connection first.
+    // Warm every master's script cache and connection first, and let every master carry out
+    // the warm-up's release: the release returns once a majority released, and a master
+    // still releasing (its first call of the script is reloaded after NOSCRIPT) refuses the
+    // next acquire. Two such masters and the paused one leave no majority until the paused
+    // master's node timeout: contention, not what this test measures.
     cycle(&mutex).await;
+    released_everywhere(&servers, "paused");
     servers[4].pause();
     // A majority answers without the paused master: it costs nothing.
     let mut slowest = Duration::ZERO;
@@ -232,10 +280,23 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     servers[4].resume();
     println!("refusal that needed the paused master: {waited:?}");
     assert!(matches!(refused, Err(Error::Held { .. })), "{refused:?}");
+    // One node timeout, not two; the rest is slack for a loaded machine.
     assert!(
-        waited >= node_timeout && waited < node_timeout + ms(300),
+        waited >= node_timeout && waited < node_timeout * 2,
         "{waited:?}"
     );
+}
+
+/// Waits until no master holds the mutex `name`, for at most 10 s.
+fn released_everywhere(servers: &[RedisServer], name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while servers
+        .iter()
+        .any(|server| server.cli(&["EXISTS", &lock_key(name)]) != "0")
+    {
+        assert!(Instant::now() < deadline, "{name} is still held somewhere");
+        std::thread::sleep(ms(5));
+    }
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, eventually, ms};
-use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions};
+use relock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions, MIN_LEASE};
 use relock_testkit::RedisServer;
 
 /// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
@@ -86,27 +86,27 @@ async fn readers_share_and_a_writer_excludes_everyone() {
     let lock = c.rwlock_with_options("catalog", bounded()).expect("name");
     let (a, b, w) = (holder(&c), holder(&c), holder(&c));
 
-    let ra = lock.read(&a).await.expect("read");
-    let rb = lock.try_read(&b).await.expect("readers share");
+    let ra = lock.read_as(&a).await.expect("read");
+    let rb = lock.try_read_as(&b).await.expect("readers share");
     assert_eq!(
         ra.fence(),
         rb.fence(),
         "read holds held together share a fence"
     );
-    let left = expect_held(lock.try_write(&w).await).expect("readers have leases");
+    let left = expect_held(lock.try_write_as(&w).await).expect("readers have leases");
     assert!(left <= Duration::from_secs(30));
     ra.unlock().await.expect("unlock");
-    expect_held(lock.try_write(&w).await);
+    expect_held(lock.try_write_as(&w).await);
     let read_fence = rb.fence();
     rb.unlock().await.expect("unlock");
 
-    let wg = lock.try_write(&w).await.expect("free");
+    let wg = lock.try_write_as(&w).await.expect("free");
     assert!(wg.fence() > read_fence);
-    expect_held(lock.try_read(&a).await);
-    expect_held(lock.try_write(&b).await);
+    expect_held(lock.try_read_as(&a).await);
+    expect_held(lock.try_write_as(&b).await);
     let write_fence = wg.fence();
     wg.unlock().await.expect("unlock");
-    let ra = lock.try_read(&a).await.expect("free again");
+    let ra = lock.try_read_as(&a).await.expect("free again");
     assert!(ra.fence() > write_fence);
     ra.unlock().await.expect("unlock");
     assert_eq!(
@@ -123,15 +123,15 @@ async fn reads_and_writes_are_reentrant_for_their_owner() {
     let lock = c.rwlock_with_options("reentry", bounded()).expect("name");
     let (owner, other) = (holder(&c), holder(&c));
 
-    let r1 = lock.read(&owner).await.expect("read");
-    let r2 = lock.read(&owner).await.expect("read again");
+    let r1 = lock.read_as(&owner).await.expect("read");
+    let r2 = lock.read_as(&owner).await.expect("read again");
     assert_eq!(fields(&server, "reentry", 'r').len(), 2);
     r1.unlock().await.expect("unlock");
-    expect_held(lock.try_write(&other).await);
+    expect_held(lock.try_write_as(&other).await);
     r2.unlock().await.expect("unlock");
 
-    let w1 = lock.write(&owner).await.expect("write");
-    let w2 = lock.try_write(&owner).await.expect("write again");
+    let w1 = lock.write_as(&owner).await.expect("write");
+    let w2 = lock.try_write_as(&owner).await.expect("write again");
     assert_eq!(
         w1.fence(),
         w2.fence(),
@@ -139,10 +139,10 @@ async fn reads_and_writes_are_reentrant_for_their_owner() {
     );
     assert_eq!(fields(&server, "reentry", 'w').len(), 2);
     w2.unlock().await.expect("unlock");
-    expect_held(lock.try_read(&other).await);
-    expect_held(lock.try_write(&other).await);
+    expect_held(lock.try_read_as(&other).await);
+    expect_held(lock.try_write_as(&other).await);
     w1.unlock().await.expect("unlock");
-    lock.try_write(&other)
+    lock.try_write_as(&other)
         .await
         .expect("free after the last write hold")
         .unlock()
@@ -157,28 +157,28 @@ async fn a_writer_downgrades_by_reading_before_it_lets_go() {
     let lock = c.rwlock_with_options("downgrade", bounded()).expect("name");
     let (owner, reader, writer) = (holder(&c), holder(&c), holder(&c));
 
-    let w = lock.write(&owner).await.expect("write");
-    let r = lock.try_read(&owner).await.expect("the writer may read");
+    let w = lock.write_as(&owner).await.expect("write");
+    let r = lock.try_read_as(&owner).await.expect("the writer may read");
     assert!(r.fence() > w.fence());
-    expect_held(lock.try_read(&reader).await);
+    expect_held(lock.try_read_as(&reader).await);
     let more = lock
-        .try_write(&owner)
+        .try_write_as(&owner)
         .await
         .expect("still a writer: writes re-enter");
     more.unlock().await.expect("unlock");
     w.unlock().await.expect("unlock");
 
     let other = lock
-        .try_read(&reader)
+        .try_read_as(&reader)
         .await
         .expect("the write is gone, readers enter");
     assert_eq!(other.fence(), r.fence());
-    expect_held(lock.try_write(&writer).await);
-    expect_deadlock(lock.try_write(&owner).await);
+    expect_held(lock.try_write_as(&writer).await);
+    expect_deadlock(lock.try_write_as(&owner).await);
     other.unlock().await.expect("unlock");
-    expect_held(lock.try_write(&writer).await);
+    expect_held(lock.try_write_as(&writer).await);
     r.unlock().await.expect("the kept read hold is still held");
-    lock.try_write(&writer)
+    lock.try_write_as(&writer)
         .await
         .expect("free")
         .unlock()
@@ -192,13 +192,13 @@ async fn an_upgrade_is_refused_at_once_and_leaves_nothing_behind() {
     let c = client(&server).await;
     let lock = c.rwlock_with_options("upgrade", bounded()).expect("name");
     let (owner, other) = (holder(&c), holder(&c));
-    let r = lock.read(&owner).await.expect("read");
+    let r = lock.read_as(&owner).await.expect("read");
     let before = server.cli(&["HGETALL", &key("upgrade")]);
 
-    expect_deadlock(lock.try_write(&owner).await);
+    expect_deadlock(lock.try_write_as(&owner).await);
     let start = Instant::now();
-    expect_deadlock(lock.write(&owner).await);
-    expect_deadlock(lock.write_timeout(&owner, ms(5000)).await);
+    expect_deadlock(lock.write_as(&owner).await);
+    expect_deadlock(lock.write_timeout_as(&owner, ms(5000)).await);
     assert!(
         start.elapsed() < ms(500),
         "refused, not waited: {:?}",
@@ -211,7 +211,7 @@ async fn an_upgrade_is_refused_at_once_and_leaves_nothing_behind() {
         "no waiting-writer marker"
     );
 
-    let shared = lock.try_read(&other).await.expect("readers still share");
+    let shared = lock.try_read_as(&other).await.expect("readers still share");
     shared.unlock().await.expect("unlock");
     r.unlock().await.expect("unlock");
 }
@@ -228,10 +228,10 @@ async fn only_the_owner_of_a_hold_releases_it() {
         .expect("name");
     let (old, new, reader) = (holder(&c), holder(&c), holder(&c));
 
-    let stale = short.write(&old).await.expect("write");
-    let stale_reentry = short.write(&old).await.expect("write again");
+    let stale = short.write_as(&old).await.expect("write");
+    let stale_reentry = short.write_as(&old).await.expect("write again");
     tokio::time::sleep(ms(300)).await;
-    let fresh = long.write(&new).await.expect("free after the lease");
+    let fresh = long.write_as(&new).await.expect("free after the lease");
     let before = server.cli(&["HGETALL", &key("owners")]);
     assert!(matches!(
         stale.extend(ms(60_000)).await,
@@ -241,12 +241,12 @@ async fn only_the_owner_of_a_hold_releases_it() {
     drop(stale_reentry);
     tokio::time::sleep(ms(100)).await;
     assert_eq!(server.cli(&["HGETALL", &key("owners")]), before);
-    expect_held(long.try_read(&reader).await);
+    expect_held(long.try_read_as(&reader).await);
     fresh.unlock().await.expect("the new owner releases");
 
     // One reader's release leaves the other readers' holds alone.
-    let r1 = long.read(&old).await.expect("read");
-    let r2 = long.read(&reader).await.expect("read");
+    let r1 = long.read_as(&old).await.expect("read");
+    let r2 = long.read_as(&reader).await.expect("read");
     let r2_field = fields(&server, "owners", 'r')
         .into_iter()
         .find(|f| f.ends_with(reader.id()))
@@ -269,8 +269,8 @@ async fn each_reader_has_its_own_lease() {
         .expect("name");
     let (a, b, w) = (holder(&c), holder(&c), holder(&c));
 
-    let short = lapsing.read(&a).await.expect("read");
-    let long = kept.read(&b).await.expect("read");
+    let short = lapsing.read_as(&a).await.expect("read");
+    let long = kept.read_as(&b).await.expect("read");
     let short_field = fields(&server, "leases", 'r')
         .into_iter()
         .find(|f| f.ends_with(a.id()))
@@ -278,7 +278,7 @@ async fn each_reader_has_its_own_lease() {
     let short_expiry = expiry(&server, "leases", &short_field);
     tokio::time::sleep(lease / 2).await;
     let third = holder(&c);
-    kept.read(&third)
+    kept.read_as(&third)
         .await
         .expect("read")
         .unlock()
@@ -293,7 +293,7 @@ async fn each_reader_has_its_own_lease() {
     assert!(long.is_held());
     assert!(server_ms(&server) > short_expiry);
     assert_eq!(expiry(&server, "leases", &short_field), short_expiry);
-    expect_held(kept.try_write(&w).await);
+    expect_held(kept.try_write_as(&w).await);
     assert!(
         fields(&server, "leases", 'r')
             .iter()
@@ -306,7 +306,7 @@ async fn each_reader_has_its_own_lease() {
     ));
     assert!(matches!(short.unlock().await, Err(Error::NotHeld { .. })));
     long.unlock().await.expect("still held");
-    kept.try_write(&w)
+    kept.try_write_as(&w)
         .await
         .expect("free")
         .unlock()
@@ -323,10 +323,10 @@ async fn an_expired_hold_is_not_revived_by_a_late_extend() {
     let _keeps_the_key = c
         .rwlock_with_options("late", fixed(ms(10_000)))
         .expect("name")
-        .read(&keeper)
+        .read_as(&keeper)
         .await
         .expect("read");
-    let expired = lock.read(&a).await.expect("read");
+    let expired = lock.read_as(&a).await.expect("read");
     tokio::time::sleep(ms(300)).await;
     // Nothing purged the field yet, and still the hold stays expired.
     let field = fields(&server, "late", 'r')
@@ -350,24 +350,27 @@ async fn a_waiting_writer_holds_new_readers_back_only_with_preference() {
             .rwlock_with_options(name, bounded().writer_preference(prefer))
             .expect("name");
         let (reader, writer, newcomer) = (holder(&c), holder(&c), holder(&c));
-        let held = lock.read(&reader).await.expect("read");
+        let held = lock.read_as(&reader).await.expect("read");
         let waiting = tokio::spawn({
             let lock = lock.clone();
-            async move { lock.write(&writer).await }
+            async move { lock.write_as(&writer).await }
         });
         tokio::time::sleep(ms(200)).await;
         assert!(!waiting.is_finished());
 
         let again = lock
-            .try_read(&reader)
+            .try_read_as(&reader)
             .await
             .expect("a reader holding a read may re-enter");
         if prefer {
             assert_eq!(fields(&server, name, 'q').len(), 1, "the writer's marker");
-            expect_held(lock.try_read(&newcomer).await);
+            expect_held(lock.try_read_as(&newcomer).await);
         } else {
             assert!(fields(&server, name, 'q').is_empty());
-            let joined = lock.try_read(&newcomer).await.expect("readers join freely");
+            let joined = lock
+                .try_read_as(&newcomer)
+                .await
+                .expect("readers join freely");
             joined.unlock().await.expect("unlock");
         }
         again.unlock().await.expect("unlock");
@@ -381,9 +384,9 @@ async fn a_waiting_writer_holds_new_readers_back_only_with_preference() {
             fields(&server, name, 'q').is_empty(),
             "the marker goes with the grant"
         );
-        expect_held(lock.try_read(&newcomer).await);
+        expect_held(lock.try_read_as(&newcomer).await);
         w.unlock().await.expect("unlock");
-        lock.try_read(&newcomer)
+        lock.try_read_as(&newcomer)
             .await
             .expect("free")
             .unlock()
@@ -400,18 +403,18 @@ async fn a_writer_that_gives_up_or_is_cancelled_lets_readers_in_at_once() {
     let c = client_with(&server, options).await;
     let lock = c.rwlock_with_options("give-up", bounded()).expect("name");
     let (reader, writer, newcomer) = (holder(&c), holder(&c), holder(&c));
-    let held = lock.read(&reader).await.expect("read");
+    let held = lock.read_as(&reader).await.expect("read");
 
     for cancel in [false, true] {
         let writing = tokio::spawn({
             let (lock, writer) = (lock.clone(), writer.clone());
-            async move { lock.write_timeout(&writer, ms(300)).await }
+            async move { lock.write_timeout_as(&writer, ms(300)).await }
         });
         tokio::time::sleep(ms(100)).await;
         let blocked = tokio::spawn({
             let (lock, newcomer) = (lock.clone(), newcomer.clone());
             async move {
-                let guard = lock.read(&newcomer).await;
+                let guard = lock.read_as(&newcomer).await;
                 (Instant::now(), guard)
             }
         });
@@ -456,11 +459,11 @@ async fn a_dead_writers_marker_expires_by_itself() {
     let expires = server_ms(&server) + 500;
     server.cli(&["HSET", &key("dead-writer"), &marker, &expires.to_string()]);
 
-    let left = expect_held(lock.try_read(&reader).await).expect("the marker's expiry");
+    let left = expect_held(lock.try_read_as(&reader).await).expect("the marker's expiry");
     assert!(left <= ms(500), "{left:?}");
     let start = Instant::now();
     let guard = lock
-        .read_timeout(&reader, Duration::from_secs(3))
+        .read_timeout_as(&reader, Duration::from_secs(3))
         .await
         .expect("read");
     println!(
@@ -483,15 +486,15 @@ async fn fixed_leases_expire_and_extend_sets_one_holds_lease() {
         .rwlock_with_options("fixed", fixed(ms(300)))
         .expect("name");
     let (w, r) = (holder(&c), holder(&c));
-    let guard = lock.write(&w).await.expect("write");
+    let guard = lock.write_as(&w).await.expect("write");
     guard.extend(ms(1500)).await.expect("extend while held");
     tokio::time::sleep(ms(600)).await;
     assert!(guard.is_held(), "the extension outlives the first lease");
-    expect_held(lock.try_read(&r).await);
+    expect_held(lock.try_read_as(&r).await);
     tokio::time::sleep(ms(1100)).await;
     assert!(!guard.is_held());
     assert_eq!(guard.lost().await, Lost::Expired);
-    let next = lock.try_read(&r).await.expect("free after the lease");
+    let next = lock.try_read_as(&r).await.expect("free after the lease");
     assert!(next.fence() > guard.fence());
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
     next.unlock().await.expect("unlock");
@@ -506,19 +509,19 @@ async fn renewal_keeps_read_and_write_holds_for_three_leases() {
         .rwlock_with_options("renewed", renewed(lease))
         .expect("name");
     let (owner, rival) = (holder(&c), holder(&c));
-    let w = lock.write(&owner).await.expect("write");
-    let r = lock.read(&owner).await.expect("read");
+    let w = lock.write_as(&owner).await.expect("write");
+    let r = lock.read_as(&owner).await.expect("read");
     let start = Instant::now();
     while start.elapsed() < lease * 3 {
         assert!(w.is_held() && r.is_held());
-        expect_held(lock.try_read(&rival).await);
+        expect_held(lock.try_read_as(&rival).await);
         tokio::time::sleep(ms(50)).await;
     }
     w.unlock().await.expect("still held");
     let start = Instant::now();
     while start.elapsed() < lease * 2 {
         assert!(r.is_held());
-        expect_held(lock.try_write(&rival).await);
+        expect_held(lock.try_write_as(&rival).await);
         tokio::time::sleep(ms(50)).await;
     }
     r.unlock().await.expect("still held");
@@ -533,8 +536,8 @@ async fn lost_fires_when_a_hold_is_removed_behind_its_owner() {
         .rwlock_with_options("revoked", renewed(lease))
         .expect("name");
     let (a, b) = (holder(&c), holder(&c));
-    let ra = lock.read(&a).await.expect("read");
-    let rb = lock.read(&b).await.expect("read");
+    let ra = lock.read_as(&a).await.expect("read");
+    let rb = lock.read_as(&b).await.expect("read");
     let field = fields(&server, "revoked", 'r')
         .into_iter()
         .find(|f| f.ends_with(a.id()))
@@ -553,20 +556,20 @@ async fn fences_increase_across_writers_and_reader_groups() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let lock = c
-        .rwlock_with_options("fenced", fixed(ms(100)))
+        .rwlock_with_options("fenced", fixed(MIN_LEASE))
         .expect("name");
     let (a, b) = (holder(&c), holder(&c));
     let mut last = 0;
     for i in 0..300 {
         let fence = if i % 3 == 0 {
-            let r1 = lock.read(&a).await.expect("read");
-            let r2 = lock.read(&b).await.expect("read");
+            let r1 = lock.read_as(&a).await.expect("read");
+            let r2 = lock.read_as(&b).await.expect("read");
             assert_eq!(r1.fence(), r2.fence());
             let fence = r1.fence().get();
             let _ = r1.unlock().await;
             if i % 30 == 0 {
                 // Let the other hold's lease run out instead.
-                tokio::time::sleep(ms(120)).await;
+                tokio::time::sleep(MIN_LEASE + ms(20)).await;
                 drop(r2);
             } else {
                 let _ = r2.unlock().await;
@@ -574,7 +577,7 @@ async fn fences_increase_across_writers_and_reader_groups() {
             fence
         } else {
             let w = lock
-                .write(if i % 2 == 0 { &a } else { &b })
+                .write_as(if i % 2 == 0 { &a } else { &b })
                 .await
                 .expect("write");
             let fence = w.fence().get();
@@ -591,7 +594,7 @@ async fn fences_increase_across_writers_and_reader_groups() {
 
 /// Loads the scripts, so that a request sent to a paused server does not come back NOSCRIPT.
 async fn warm_up(lock: &RwLock, c: &Client) {
-    let w = lock.write(&holder(c)).await.expect("write");
+    let w = lock.write_as(&holder(c)).await.expect("write");
     w.extend(ms(30_000)).await.expect("extend");
     w.unlock().await.expect("unlock");
 }
@@ -603,7 +606,7 @@ async fn a_cancelled_acquire_in_flight_leaves_the_lock_as_it_was() {
     let lock = c.rwlock_with_options("in-flight", bounded()).expect("name");
     warm_up(&lock, &c).await;
     let (owner, other) = (holder(&c), holder(&c));
-    let kept = lock.read(&owner).await.expect("read");
+    let kept = lock.read_as(&owner).await.expect("read");
     let before = server.cli(&["HGETALL", &key("in-flight")]);
 
     // A read, a re-entrant read, and a write that will wait (and leave a marker) by an owner
@@ -612,13 +615,13 @@ async fn a_cancelled_acquire_in_flight_leaves_the_lock_as_it_was() {
         let calls = command_calls(&server, "evalsha");
         server.pause();
         let aborted = match attempt {
-            "read" => tokio::time::timeout(ms(100), lock.read(&other))
+            "read" => tokio::time::timeout(ms(100), lock.read_as(&other))
                 .await
                 .is_err(),
-            "reenter" => tokio::time::timeout(ms(100), lock.read(&owner))
+            "reenter" => tokio::time::timeout(ms(100), lock.read_as(&owner))
                 .await
                 .is_err(),
-            _ => tokio::time::timeout(ms(100), lock.write(&other))
+            _ => tokio::time::timeout(ms(100), lock.write_as(&other))
                 .await
                 .is_err(),
         };
@@ -639,7 +642,7 @@ async fn a_cancelled_acquire_in_flight_leaves_the_lock_as_it_was() {
     }
     assert!(kept.is_held());
     kept.unlock().await.expect("unlock");
-    lock.try_write(&other)
+    lock.try_write_as(&other)
         .await
         .expect("free")
         .unlock()
@@ -659,7 +662,7 @@ async fn a_writers_release_wakes_every_reader_and_the_last_reader_a_writer() {
         .rwlock_with_options("wakes", bounded())
         .expect("name");
     let writer = holder(&clients[0]);
-    let w = lock.write(&writer).await.expect("write");
+    let w = lock.write_as(&writer).await.expect("write");
 
     let mut readers = Vec::new();
     for i in 0..8 {
@@ -669,7 +672,7 @@ async fn a_writers_release_wakes_every_reader_and_the_last_reader_a_writer() {
             holder(c),
         );
         readers.push(tokio::spawn(async move {
-            let guard = lock.read(&reader).await.expect("read");
+            let guard = lock.read_as(&reader).await.expect("read");
             (Instant::now(), guard)
         }));
     }
@@ -695,7 +698,7 @@ async fn a_writers_release_wakes_every_reader_and_the_last_reader_a_writer() {
         .expect("name");
     let next_writer = holder(&clients[1]);
     let waiting = tokio::spawn(async move {
-        let guard = next.write(&next_writer).await.expect("write");
+        let guard = next.write_as(&next_writer).await.expect("write");
         (Instant::now(), guard)
     });
     tokio::time::sleep(ms(300)).await;
@@ -726,7 +729,7 @@ async fn a_key_of_another_type_is_reported() {
     server.cli(&["SET", &key("typed"), "x"]);
     let lock = c.rwlock_with_options("typed", bounded()).expect("name");
     assert!(matches!(
-        lock.try_read(&holder(&c)).await,
+        lock.try_read_as(&holder(&c)).await,
         Err(Error::WrongType { .. })
     ));
 }
@@ -754,16 +757,16 @@ async fn every_operation_without_waiting_is_one_round_trip() {
         assert_eq!(now - *last, 1, "{what} ran {} scripts", now - *last);
         *last = now;
     };
-    let r = lock.try_read(&a).await.expect("read");
+    let r = lock.try_read_as(&a).await.expect("read");
     one_trip("try_read", &mut last);
-    let again = lock.read(&a).await.expect("read");
+    let again = lock.read_as(&a).await.expect("read");
     one_trip("read", &mut last);
-    expect_held(lock.try_write(&b).await);
+    expect_held(lock.try_write_as(&b).await);
     one_trip("a refused try_write", &mut last);
     // A refused upgrade answers in one round trip; the core then gives back, in the
     // background, whatever the refused request might have been granted: nothing.
     let before = script_calls(&server);
-    expect_deadlock(lock.try_write(&a).await);
+    expect_deadlock(lock.try_write_as(&a).await);
     assert!(
         eventually(Duration::from_secs(2), || script_calls(&server)
             == before + 2)
@@ -776,7 +779,7 @@ async fn every_operation_without_waiting_is_one_round_trip() {
     one_trip("unlock", &mut last);
     again.unlock().await.expect("unlock");
     one_trip("unlock", &mut last);
-    let w = lock.write(&b).await.expect("write");
+    let w = lock.write_as(&b).await.expect("write");
     one_trip("write", &mut last);
     w.unlock().await.expect("unlock");
     one_trip("unlock", &mut last);

@@ -198,12 +198,15 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 };
                 let holder = &holders[o];
                 let result = match (mode, waits) {
-                    (Mode::Read, false) => lock.try_read(holder).await.map(Guard::Read),
-                    (Mode::Read, true) => lock.read_timeout(holder, ms(30)).await.map(Guard::Read),
-                    (Mode::Write, false) => lock.try_write(holder).await.map(Guard::Write),
-                    (Mode::Write, true) => {
-                        lock.write_timeout(holder, ms(30)).await.map(Guard::Write)
+                    (Mode::Read, false) => lock.try_read_as(holder).await.map(Guard::Read),
+                    (Mode::Read, true) => {
+                        lock.read_timeout_as(holder, ms(30)).await.map(Guard::Read)
                     }
+                    (Mode::Write, false) => lock.try_write_as(holder).await.map(Guard::Write),
+                    (Mode::Write, true) => lock
+                        .write_timeout_as(holder, ms(30))
+                        .await
+                        .map(Guard::Write),
                 };
                 let verdict = model.verdict(o, mode);
                 match (&verdict, result) {

@@ -151,7 +151,9 @@ fn killed_reader_frees_its_hold_after_its_lease_alone() {
         let waiting = tokio::spawn({
             let lock = lock.clone();
             async move {
-                let guard = lock.write_timeout(&writer, Duration::from_secs(20)).await;
+                let guard = lock
+                    .write_timeout_as(&writer, Duration::from_secs(20))
+                    .await;
                 (Instant::now(), guard)
             }
         });
@@ -287,7 +289,7 @@ fn writer_among_churning_readers(name: &str, prefer: bool, rounds: usize) -> Vec
             tokio::time::sleep(Duration::from_millis(300)).await;
             let before = reads();
             let started = Instant::now();
-            let wait = match lock.write_timeout(&writer, WRITER_BOUND).await {
+            let wait = match lock.write_timeout_as(&writer, WRITER_BOUND).await {
                 Ok(guard) => {
                     let wait = started.elapsed();
                     assert!(
@@ -370,7 +372,7 @@ fn holding_reader() {
             .expect("valid lock");
         let reader = client.holder().expect("holder");
         let guard = lock
-            .try_read(&reader)
+            .try_read_as(&reader)
             .await
             .expect("the lock is free to read");
         say(ACQUIRED);
@@ -378,7 +380,10 @@ fn holding_reader() {
         let mut reentered = Instant::now();
         while !release.load(Ordering::SeqCst) && started.elapsed() < WORKER_LIMIT {
             if reenter.is_some_and(|every| reentered.elapsed() >= every) {
-                let again = lock.try_read(&reader).await.expect("a reader may re-enter");
+                let again = lock
+                    .try_read_as(&reader)
+                    .await
+                    .expect("a reader may re-enter");
                 again.unlock().await.expect("unlock");
                 reentered = Instant::now();
             }
@@ -419,7 +424,7 @@ fn churning_reader() {
         let started = Instant::now();
         while !stop.load(Ordering::SeqCst) && started.elapsed() < WORKER_LIMIT {
             let guard = lock
-                .read_timeout(&reader, Duration::from_secs(10))
+                .read_timeout_as(&reader, Duration::from_secs(10))
                 .await
                 .expect("a reader gets in within 10 s");
             let _: i64 = redis::cmd("INCR")

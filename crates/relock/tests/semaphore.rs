@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use relock::{ClientOptions, Error, Lease, Lost, SemaphoreOptions};
+use relock::{ClientOptions, Error, Lease, Lost, SemaphoreOptions, MIN_LEASE};
 use relock_testkit::RedisServer;
 
 fn fixed(lease: Duration) -> SemaphoreOptions {
@@ -379,7 +379,7 @@ async fn fences_strictly_increase_over_grants_expiries_and_deletes() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let sem = c
-        .semaphore_with_options("fenced", 3, fixed(ms(20)))
+        .semaphore_with_options("fenced", 3, fixed(MIN_LEASE))
         .expect("name");
     let mut last = 0;
     for i in 0..300 {
@@ -389,7 +389,7 @@ async fn fences_strictly_increase_over_grants_expiries_and_deletes() {
         last = fence;
         match i % 50 {
             0 => {
-                tokio::time::sleep(ms(30)).await;
+                tokio::time::sleep(MIN_LEASE + ms(10)).await;
                 drop(permit);
             }
             1 => {

@@ -664,6 +664,44 @@ impl Client {
         self.runtime.block_on(self.client.force_unlock(name))?
     }
 
+    /// Gives back every lock this client holds and stops its background work:
+    /// [`relock::Client::shutdown`](crate::Client::shutdown), blocking.
+    ///
+    /// A blocking guard dropped outside a runtime releases before `drop` returns, so a
+    /// program whose guards all go out of scope needs no shutdown. Call it before exiting
+    /// when guards may still be alive: held by other threads (which the process ends without
+    /// unwinding), dropped inside a runtime, or kept in a `static`. Every guard of the client
+    /// then reports not held, and its `unlock` and `extend` return
+    /// [`Error::Shutdown`](crate::Error::Shutdown).
+    ///
+    /// Dropping the client does not shut it down, though dropping could block: the lock
+    /// handles made from it outlive it (`Client::connect(url)?.mutex("jobs")?` drops the
+    /// client at once) and must go on working.
+    ///
+    /// # Errors
+    ///
+    /// As [`relock::Client::shutdown`](crate::Client::shutdown);
+    /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let url = server.url();
+    /// let client = relock::blocking::Client::connect(url.as_str())?;
+    /// let guard = client.mutex("nightly-report")?.lock()?;
+    /// // ... the work ...
+    /// client.shutdown()?;
+    /// assert!(!guard.is_held());
+    /// assert!(matches!(guard.unlock(), Err(relock::Error::Shutdown)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shutdown(&self) -> Result<()> {
+        self.runtime.block_on(self.client.shutdown())?
+    }
+
     /// This client's random identity (128 bits from the OS, as 22 characters).
     pub fn id(&self) -> &str {
         self.client.id()

@@ -120,7 +120,7 @@ impl MultiMutex {
 /// # Examples
 ///
 /// See [`MultiMutex`].
-#[must_use = "dropping the guard releases every name right away"]
+#[must_use = "dropping the guard releases every name before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether they were still held"]
 pub struct MultiMutexGuard {
     held: Held<crate::MultiMutexGuard>,
 }

@@ -58,9 +58,10 @@ macro_rules! mutex_type {
             ///
             /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
             /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another
-            /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached
-            /// after a few resends; [`Error::BlockingInAsync`](crate::Error::BlockingInAsync)
-            /// inside a tokio runtime.
+            /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until
+            /// the wait limit (without one, for the client's
+            /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error;
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime.
             ///
             /// # Examples
             ///
@@ -162,7 +163,7 @@ macro_rules! mutex_type {
         /// # Ok(())
         /// # }
         /// ```
-        #[must_use = "dropping the guard releases the lock right away"]
+        #[must_use = "dropping the guard releases the lock before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
         pub struct $guard {
             held: $crate::blocking::runtime::Held<$crate::$guard>,
         }
@@ -196,6 +197,37 @@ macro_rules! mutex_type {
             #[doc = concat!("See [`", stringify!($handle), "`].")]
             pub fn unlock(self) -> $crate::Result<()> {
                 self.held.release()
+            }
+
+            /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is
+            /// left to end by itself at `at`, as
+            #[doc = concat!("[`relock::", stringify!($guard), "::unlock_no_earlier_than`](crate::", stringify!($guard), "::unlock_no_earlier_than) does.")]
+            ///
+            /// # Errors
+            ///
+            /// As [`relock::MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than);
+            /// [`Error::BlockingInAsync`](crate::Error::BlockingInAsync) inside a tokio runtime,
+            /// where the lock is released in the background at once instead.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # fn main() -> Result<(), relock::Error> {
+            /// # let server = relock_testkit::RedisServer::start();
+            /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+            /// use std::time::{Duration, Instant};
+            ///
+            #[doc = concat!("let mutex = client.", stringify!($make), "(\"cron:invoices\")?;")]
+            /// let started = Instant::now();
+            /// let guard = mutex.lock()?;
+            /// // ... the job ...
+            /// guard.unlock_no_earlier_than(started + Duration::from_secs(60))?;
+            /// assert!(mutex.try_lock().is_err(), "a late instance skips it");
+            /// # Ok(())
+            /// # }
+            /// ```
+            pub fn unlock_no_earlier_than(self, at: std::time::Instant) -> $crate::Result<()> {
+                self.held.release_with(|guard| guard.unlock_no_earlier_than(at))
             }
         }
 

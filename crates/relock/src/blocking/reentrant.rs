@@ -114,7 +114,7 @@ impl ReentrantMutex {
 /// # Examples
 ///
 /// See [`ReentrantMutex`].
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard gives its hold back before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
 pub struct ReentrantMutexGuard {
     held: Held<crate::ReentrantMutexGuard>,
 }

@@ -186,10 +186,20 @@ impl<G: AsyncGuard> Held<G> {
 
     /// Releases and reports whether the grant was still held; inside a runtime, refuses and
     /// releases in the background as a drop does.
-    pub(crate) fn release(mut self) -> Result<()> {
+    pub(crate) fn release(self) -> Result<()> {
+        self.release_with(G::release)
+    }
+
+    /// Releases with `release`, one of the async guard's release methods, as
+    /// [`release`](Held::release) does.
+    pub(crate) fn release_with<F, Fut>(mut self, release: F) -> Result<()>
+    where
+        F: FnOnce(G) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
         refuse_inside_runtime()?;
         match self.guard.take() {
-            Some(guard) => self.runtime.block_on(guard.release())?,
+            Some(guard) => self.runtime.block_on(release(guard))?,
             None => Ok(()),
         }
     }

@@ -25,12 +25,12 @@ use crate::token::Fence;
 /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
 /// let lock = client.rwlock("catalog")?;
 /// let (alice, bob) = (client.holder()?, client.holder()?);
-/// let a = lock.read(&alice)?;
-/// let b = lock.read(&bob)?; // readers share the lock
-/// assert!(lock.try_write(&client.holder()?).is_err());
+/// let a = lock.read_as(&alice)?;
+/// let b = lock.read_as(&bob)?; // readers share the lock
+/// assert!(lock.try_write_as(&client.holder()?).is_err());
 /// a.unlock()?;
 /// b.unlock()?;
-/// lock.try_write(&alice)?.unlock()?;
+/// lock.try_write_as(&alice)?.unlock()?;
 /// # Ok(())
 /// # }
 /// ```
@@ -54,7 +54,7 @@ impl RwLock {
     }
 
     /// Blocks until `holder` has a read hold, or until the lock's wait timeout if it has one,
-    /// as [`relock::RwLock::read`](crate::RwLock::read) does.
+    /// as [`relock::RwLock::read_as`](crate::RwLock::read_as) does.
     ///
     /// # Errors
     ///
@@ -66,8 +66,8 @@ impl RwLock {
     /// # Examples
     ///
     /// See [`RwLock`].
-    pub fn read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        self.runtime.hold(self.lock.read(holder))
+    pub fn read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+        self.runtime.hold(self.lock.read_as(holder))
     }
 
     /// Blocks at most `timeout` for a read hold. See [`RwLock::read`].
@@ -81,13 +81,14 @@ impl RwLock {
     ///
     /// ```no_run
     /// # fn demo(lock: relock::blocking::RwLock, me: relock::Holder) -> Result<(), relock::Error> {
-    /// let guard = lock.read_timeout(&me, std::time::Duration::from_secs(2))?;
+    /// let guard = lock.read_timeout_as(&me, std::time::Duration::from_secs(2))?;
     /// guard.unlock()?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn read_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockReadGuard> {
-        self.runtime.hold(self.lock.read_timeout(holder, timeout))
+    pub fn read_timeout_as(&self, holder: &Holder, timeout: Duration) -> Result<RwLockReadGuard> {
+        self.runtime
+            .hold(self.lock.read_timeout_as(holder, timeout))
     }
 
     /// Tries once to take a read hold for `holder`, without waiting.
@@ -100,12 +101,12 @@ impl RwLock {
     /// # Examples
     ///
     /// See [`RwLock`].
-    pub fn try_read(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        self.runtime.hold(self.lock.try_read(holder))
+    pub fn try_read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
+        self.runtime.hold(self.lock.try_read_as(holder))
     }
 
     /// Blocks until `holder` has the write hold, or until the lock's wait timeout if it has
-    /// one, as [`relock::RwLock::write`](crate::RwLock::write) does.
+    /// one, as [`relock::RwLock::write_as`](crate::RwLock::write_as) does.
     ///
     /// # Errors
     ///
@@ -119,11 +120,11 @@ impl RwLock {
     /// # let server = relock_testkit::RedisServer::start();
     /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
     /// let lock = client.rwlock("prices")?;
-    /// let reader = lock.read(&client.holder()?)?;
+    /// let reader = lock.read_as(&client.holder()?)?;
     /// let writer = std::thread::spawn({
     ///     let lock = lock.clone();
     ///     let me = client.holder()?;
-    ///     move || lock.write(&me).map(|guard| guard.fence())
+    ///     move || lock.write_as(&me).map(|guard| guard.fence())
     /// });
     /// let before = reader.fence();
     /// reader.unlock()?; // lets the writer in
@@ -131,8 +132,8 @@ impl RwLock {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        self.runtime.hold(self.lock.write(holder))
+    pub fn write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+        self.runtime.hold(self.lock.write_as(holder))
     }
 
     /// Blocks at most `timeout` for the write hold. See [`RwLock::write`].
@@ -146,13 +147,14 @@ impl RwLock {
     ///
     /// ```no_run
     /// # fn demo(lock: relock::blocking::RwLock, me: relock::Holder) -> Result<(), relock::Error> {
-    /// let guard = lock.write_timeout(&me, std::time::Duration::from_secs(2))?;
+    /// let guard = lock.write_timeout_as(&me, std::time::Duration::from_secs(2))?;
     /// guard.unlock()?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn write_timeout(&self, holder: &Holder, timeout: Duration) -> Result<RwLockWriteGuard> {
-        self.runtime.hold(self.lock.write_timeout(holder, timeout))
+    pub fn write_timeout_as(&self, holder: &Holder, timeout: Duration) -> Result<RwLockWriteGuard> {
+        self.runtime
+            .hold(self.lock.write_timeout_as(holder, timeout))
     }
 
     /// Tries once to take the write hold for `holder`, without waiting.
@@ -165,8 +167,146 @@ impl RwLock {
     /// # Examples
     ///
     /// See [`RwLock`].
-    pub fn try_write(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        self.runtime.hold(self.lock.try_write(holder))
+    pub fn try_write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
+        self.runtime.hold(self.lock.try_write_as(holder))
+    }
+
+    /// Blocks for a read hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::read`](crate::RwLock::read) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.read()?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read(&self) -> Result<RwLockReadGuard> {
+        self.runtime.hold(self.lock.read())
+    }
+
+    /// Blocks for the write hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::write`](crate::RwLock::write) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.write()?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write(&self) -> Result<RwLockWriteGuard> {
+        self.runtime.hold(self.lock.write())
+    }
+
+    /// Blocks at most `timeout` for a read hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::read_timeout`](crate::RwLock::read_timeout) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::read_timeout_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.read_timeout(std::time::Duration::from_secs(1))?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard> {
+        self.runtime.hold(self.lock.read_timeout(timeout))
+    }
+
+    /// Blocks at most `timeout` for the write hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::write_timeout`](crate::RwLock::write_timeout) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write_timeout_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.write_timeout(std::time::Duration::from_secs(1))?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_timeout(&self, timeout: Duration) -> Result<RwLockWriteGuard> {
+        self.runtime.hold(self.lock.write_timeout(timeout))
+    }
+
+    /// Tries once to take a read hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::try_read`](crate::RwLock::try_read) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::try_read_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.try_read()?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_read(&self) -> Result<RwLockReadGuard> {
+        self.runtime.hold(self.lock.try_read())
+    }
+
+    /// Tries once to take the write hold, for a holder of its own (never reentrant), as
+    /// [`relock::RwLock::try_write`](crate::RwLock::try_write) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::try_write_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
+    /// system's random number generator fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), relock::Error> {
+    /// # let server = relock_testkit::RedisServer::start();
+    /// # let client = relock::blocking::Client::connect(server.url().as_str())?;
+    /// let lock = client.rwlock("catalog")?;
+    /// lock.try_write()?.unlock()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_write(&self) -> Result<RwLockWriteGuard> {
+        self.runtime.hold(self.lock.try_write())
     }
 }
 
@@ -179,7 +319,7 @@ impl RwLock {
 /// # Examples
 ///
 /// See [`RwLock`].
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard gives its hold back before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
 pub struct RwLockReadGuard {
     held: Held<crate::RwLockReadGuard>,
 }
@@ -193,7 +333,7 @@ pub struct RwLockReadGuard {
 /// # Examples
 ///
 /// See [`RwLock::write`].
-#[must_use = "dropping the guard gives its hold back right away"]
+#[must_use = "dropping the guard gives its hold back before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
 pub struct RwLockWriteGuard {
     held: Held<crate::RwLockWriteGuard>,
 }

@@ -244,7 +244,7 @@ impl Semaphore {
 /// # Examples
 ///
 /// See [`Semaphore`].
-#[must_use = "dropping the permit gives it back right away"]
+#[must_use = "dropping the permit gives it back before `drop` returns (in the background inside a runtime), ignoring errors; call `release` to learn whether it was still held"]
 pub struct SemaphorePermit {
     held: Held<crate::SemaphorePermit>,
 }

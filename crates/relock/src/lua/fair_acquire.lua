@@ -53,7 +53,9 @@ local held = redis.call('GET', KEYS[1])
 if held then
   if string.sub(held, 1, #token) == token then
     -- A retry of a grant whose reply was lost: answer it again.
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    end
     leave_line()
     return {1, tonumber(string.match(held, '^[^:]*:(%d+)'))}
   end

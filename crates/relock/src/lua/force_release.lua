@@ -72,6 +72,7 @@ end
 
 local sem, sem_removed = take_fields(KEYS[4], function(field)
   return string.match(field, '^[^:]+:%d+$') ~= nil
+    or string.match(field, '^l:[^:]+:%d+$') ~= nil
 end)
 if sem_removed > 0 then
   local total = redis.call('HGET', KEYS[4], 'permits')

@@ -56,7 +56,9 @@ for i = 1, n do
 end
 for i = 1, n do
   if ours[i] then
-    redis.call('PEXPIRE', KEYS[i], lease)
+    if redis.call('PTTL', KEYS[i]) < lease then
+      redis.call('PEXPIRE', KEYS[i], lease)
+    end
   else
     local value = token .. texts[i]
     if ARGV[4] ~= '' then

@@ -1,6 +1,8 @@
--- Sets a new lease on every name of a multi-lock, if the caller still holds
--- them all; otherwise changes nothing.
--- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] lease ms
+-- Makes every name of a multi-lock last at least ARGV[2] ms from now, if the
+-- caller still holds them all; otherwise changes nothing. It never shortens a
+-- name's lease (see mutex_extend.lua).
+-- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] lease ms,
+-- ARGV[3] 'exactly' (optional): see mutex_extend.lua
 -- Returns 1 extended, 0 the caller holds none of them, -1 only some.
 local token = ARGV[1]
 local ours = 0
@@ -13,7 +15,10 @@ end
 if ours < #KEYS then
   return ours == 0 and 0 or -1
 end
+local lease = tonumber(ARGV[2])
 for _, key in ipairs(KEYS) do
-  redis.call('PEXPIRE', key, ARGV[2])
+  if ARGV[3] == 'exactly' or redis.call('PTTL', key) < lease then
+    redis.call('PEXPIRE', key, lease)
+  end
 end
 return 1

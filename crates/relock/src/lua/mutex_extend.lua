@@ -1,5 +1,9 @@
--- Sets a new lease on a mutex if the caller still owns it.
--- KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease ms
+-- Makes a mutex's lease last at least ARGV[2] ms from now, if the caller still
+-- owns it. It never shortens the lease: the holder's guard, and its renewals
+-- in flight, count on the longest expiry they were told of.
+-- KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] 'exactly'
+-- (optional) to set the lease to ARGV[2] ms even if that shortens it: only for
+-- a grant being given up, whose guard claims nothing afterwards
 -- Returns 1 extended, 0 the key is gone, -1 another owner holds it.
 local held = redis.call('GET', KEYS[1])
 if not held then
@@ -8,5 +12,7 @@ end
 if string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
   return -1
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] == 'exactly' or redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 return 1

@@ -9,7 +9,9 @@
 -- For 'he' and 'z' a holder whose own expiry has passed is no longer held,
 -- even if no acquire has purged it yet: renewing it would revive a lease
 -- that already ended.
--- A key of several holders expires no earlier than its longest lease.
+-- A renewal never shortens a lease: a key, or a holder's expiry, that an
+-- extension moved further stays as it is. A key of several holders expires no
+-- earlier than its longest lease.
 -- Returns one entry per key: 1 renewed, 0 no longer held by that member.
 -- A key that changed type answers 0 through pcall instead of failing the
 -- whole batch, so one bad key cannot cost every other lease its renewal.
@@ -48,17 +50,18 @@ local renewed = {}
 for i, key in ipairs(KEYS) do
   local kind, member, lease = ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
   if held(kind, key, member) then
-    if kind == 'v' then
-      redis.call('PEXPIRE', key, lease)
-    elseif kind == 'h' then
-      stretch(key, lease)
-    elseif kind == 'he' then
-      redis.call('HSET', key, member, server_ms() + lease)
-      stretch(key, lease)
-    else
-      redis.call('ZADD', key, 'XX', server_ms() + lease, member)
-      stretch(key, lease)
+    if kind == 'he' then
+      local expiry = server_ms() + lease
+      if tonumber(redis.call('HGET', key, member)) < expiry then
+        redis.call('HSET', key, member, expiry)
+      end
+    elseif kind == 'z' then
+      local expiry = server_ms() + lease
+      if tonumber(redis.call('ZSCORE', key, member)) < expiry then
+        redis.call('ZADD', key, 'XX', expiry, member)
+      end
     end
+    stretch(key, lease)
     renewed[i] = 1
   else
     renewed[i] = 0

@@ -23,7 +23,8 @@ local function grant(fence)
     fence = text
     redis.call('HSET', key, 'fence-' .. mode, fence)
   end
-  redis.call('HSET', key, hold, now + lease)
+  -- A retry keeps an expiry that an extension already moved further.
+  lengthen(key, hold, now + lease)
   redis.call('HDEL', key, marker)
   stretch(key, lease)
   return {1, tonumber(fence)}

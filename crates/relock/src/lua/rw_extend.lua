@@ -1,5 +1,8 @@
--- Sets a hold's lease to a new length from now, if it has not expired.
--- KEYS[1] lock hash; ARGV[1] the hold's field, ARGV[2] lease ms
+-- Makes a hold's lease last at least ARGV[2] ms from now, if it has not
+-- expired. It never shortens the hold (see mutex_extend.lua).
+-- KEYS[1] lock hash; ARGV[1] the hold's field, ARGV[2] lease ms, ARGV[3]
+-- 'exactly' (optional): see mutex_extend.lua (the hash itself never shortens:
+-- other holds may need it)
 -- Returns 1 extended, 0 the hold is gone or expired.
 local key, lease = KEYS[1], tonumber(ARGV[2])
 local now = server_ms()
@@ -9,6 +12,10 @@ local expiry = tonumber(redis.call('HGET', key, ARGV[1]))
 if not expiry or expiry <= now then
   return 0
 end
-redis.call('HSET', key, ARGV[1], now + lease)
+if ARGV[3] == 'exactly' then
+  redis.call('HSET', key, ARGV[1], now + lease)
+else
+  lengthen(key, ARGV[1], now + lease)
+end
 stretch(key, lease)
 return 1

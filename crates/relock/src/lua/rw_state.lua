@@ -24,6 +24,14 @@ local function stretch(key, ms)
   end
 end
 
+-- Moves a hold's expiry to `expiry`, unless it already ends later.
+local function lengthen(key, field, expiry)
+  local current = tonumber(redis.call('HGET', key, field))
+  if not current or current < expiry then
+    redis.call('HSET', key, field, expiry)
+  end
+end
+
 -- The live holds and markers, by kind ('r', 'w', 'q'), each an array of
 -- {field, owner, expiry}; deletes the expired ones and counts them in
 -- state.expired[kind].

@@ -14,7 +14,8 @@ end
 
 -- The permits held by grants whose lease has not ended at `now`, and the ms
 -- until the first of those ends (nil when there is none). With `purge`, the
--- grants whose lease has ended are deleted on the way.
+-- grants whose lease has ended are deleted on the way, with their holder labels
+-- (`l:<grant field>`).
 local function held_permits(key, now, purge)
   local fields = redis.call('HGETALL', key)
   local used, soonest = 0, nil
@@ -24,7 +25,7 @@ local function held_permits(key, now, purge)
       local expiry = tonumber(fields[i + 1])
       if not expiry or expiry <= now then
         if purge then
-          redis.call('HDEL', key, fields[i])
+          redis.call('HDEL', key, fields[i], 'l:' .. fields[i])
         end
       else
         used = used + tonumber(count)
@@ -35,6 +36,14 @@ local function held_permits(key, now, purge)
     end
   end
   return used, soonest
+end
+
+-- Moves a grant's expiry to `expiry`, unless it already ends later.
+local function lengthen(key, field, expiry)
+  local current = tonumber(redis.call('HGET', key, field))
+  if not current or current < expiry then
+    redis.call('HSET', key, field, expiry)
+  end
 end
 
 -- Makes the key live at least `ms` more.

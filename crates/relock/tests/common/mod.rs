@@ -109,9 +109,9 @@ pub fn expect_held_for<T: Debug>(
 /// `ledger`.
 pub async fn take_each_primitive(client: &Client, holder: &Holder, name: &str) {
     let rw = client.rwlock(name).expect("name");
-    let read = rw.read(holder).await.expect("read");
+    let read = rw.read_as(holder).await.expect("read");
     read.unlock().await.expect("unlock");
-    let write = rw.write(holder).await.expect("write");
+    let write = rw.write_as(holder).await.expect("write");
     write.unlock().await.expect("unlock");
     let semaphore = client.semaphore(name, 2).expect("name");
     let permit = semaphore.acquire().await.expect("permit");
