@@ -14,9 +14,9 @@ use crate::cargo;
 /// The crates a user installs, each after the crates it depends on.
 const PUBLISHED: [&str; 3] = ["relock-testkit", "relock", "relock-cli"];
 
-/// Lints and checks relock without its default features, checks that its dependencies build
-/// with its minimum Rust version, then packages and verifies every published crate, and builds
-/// relock's documentation and doctests from its unpacked `.crate`.
+/// Lints and checks relock without its default features (its tests and examples too), checks
+/// that its dependencies build with its minimum Rust version, then packages and verifies every
+/// published crate, and builds relock's documentation and doctests from its unpacked `.crate`.
 pub(crate) fn check() -> Result<(), String> {
     let started = Instant::now();
     dependencies_within_msrv()?;
@@ -26,6 +26,7 @@ pub(crate) fn check() -> Result<(), String> {
             "-p",
             "relock",
             "--no-default-features",
+            "--all-targets",
             "--quiet",
             "--",
             "-D",
