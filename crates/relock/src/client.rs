@@ -89,6 +89,8 @@ impl Client {
     /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
     /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
     /// older than 6.2, read from its `HELLO` reply at connect.
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a `rediss://` URL when relock was
+    /// built without its `tls` feature.
     ///
     /// # Cancel safety
     ///
@@ -426,8 +428,8 @@ where
     options.validate()?;
     let addresses = targets
         .into_iter()
-        .map(IntoConnectionInfo::into_connection_info)
-        .collect::<redis::RedisResult<Vec<_>>>()?;
+        .map(connection_info)
+        .collect::<Result<Vec<_>>>()?;
     if addresses.is_empty() {
         return Err(Error::InvalidOption {
             option,
@@ -444,7 +446,24 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
     options: &ClientOptions,
 ) -> Result<redis::Client> {
     options.validate()?;
-    Ok(options.open(target.into_connection_info()?)?)
+    Ok(options.open(connection_info(target)?)?)
+}
+
+/// The address `target` names. Without the `tls` feature the `redis` crate refuses `rediss://`
+/// as a malformed address; relock says what is missing instead.
+fn connection_info<T: IntoConnectionInfo>(target: T) -> Result<ConnectionInfo> {
+    target.into_connection_info().map_err(|e| {
+        if cfg!(not(feature = "tls"))
+            && e.kind() == redis::ErrorKind::InvalidClientConfig
+            && e.to_string().contains("TLS")
+        {
+            return Error::Unsupported {
+                what: "TLS (`rediss://`)",
+                deployment: "this build of relock (its `tls` feature is off)",
+            };
+        }
+        Error::from(e)
+    })
 }
 
 /// Sends one `PING` on a new connection. A server that requires a password the URL lacks
@@ -475,5 +494,37 @@ impl fmt::Debug for Client {
             .field("id", &self.shared.id)
             .field("options", &self.shared.options)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(feature = "tls")))]
+mod tests {
+    use crate::{Client, ClientOptions, Error};
+
+    #[tokio::test]
+    async fn without_the_feature_tls_is_refused_by_name() {
+        let refused = Client::connect("rediss://127.0.0.1:6380/").await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Unsupported {
+                    what: "TLS (`rediss://`)",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        let options = ClientOptions::default().tls_root_certificate("");
+        let refused = Client::connect_with_options("redis://127.0.0.1:6379/", options).await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::InvalidOption {
+                    option: "tls_root_certificate",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
     }
 }

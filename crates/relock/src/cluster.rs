@@ -1,15 +1,28 @@
 //! Connecting to Redis Cluster: every key of a lock name shares the name's hash tag, so each
 //! script runs on the one master that serves the name's slot, and releases are announced with
 //! sharded pub/sub on that master (plain pub/sub, broadcast to every node, on Redis 6.2).
+//! Without the `cluster` feature the constructors stay, and refuse with
+//! [`Error::Unsupported`](crate::Error::Unsupported).
 
+#[cfg(not(feature = "cluster"))]
+use std::convert::Infallible;
+
+#[cfg(feature = "cluster")]
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{IntoConnectionInfo, ProtocolVersion};
+use redis::IntoConnectionInfo;
+#[cfg(feature = "cluster")]
+use redis::ProtocolVersion;
 
 use crate::client::{addresses, Client};
+#[cfg(feature = "cluster")]
 use crate::conn::{Announce, Conn};
+#[cfg(not(feature = "cluster"))]
+use crate::error::Error;
 use crate::error::Result;
+#[cfg(feature = "cluster")]
 use crate::notify::Source;
 use crate::options::ClientOptions;
+#[cfg(feature = "cluster")]
 use crate::server;
 
 impl Client {
@@ -73,7 +86,8 @@ impl Client {
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
     /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
     /// be reached; [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when a master
-    /// runs a Redis older than 6.2.
+    /// runs a Redis older than 6.2; [`Error::Unsupported`](crate::Error::Unsupported) when
+    /// relock was built without its `cluster` feature.
     ///
     /// # Cancel safety
     ///
@@ -101,29 +115,13 @@ impl Client {
         I: IntoIterator<Item = T>,
         T: IntoConnectionInfo,
     {
-        let (commands, nodes) = cluster_nodes(nodes, &options)?;
-        let mut conn = commands.get_async_connection().await?;
-        let server = server::read_cluster(&mut conn).await?;
-        // A server that does not say its version is taken to be a current one.
-        let announce = match &server {
-            Some(server) if !server.has_sharded_pubsub() => Announce::Broadcast,
-            _ => Announce::Sharded,
-        };
-        Client::assemble(
-            Conn::Cluster(conn, announce),
-            Source::Cluster(ClusterSource {
-                nodes,
-                options: options.clone(),
-                announce,
-            }),
-            server,
-            options,
-        )
+        connect(cluster_nodes(nodes, &options)?, options).await
     }
 }
 
 /// The client of the cluster and its nodes' addresses, with the options checked: all that
 /// [`Client::connect_cluster_with_options`] does before it connects.
+#[cfg(feature = "cluster")]
 pub(crate) fn cluster_nodes<I, T>(
     nodes: I,
     options: &ClientOptions,
@@ -137,8 +135,54 @@ where
     Ok((commands, nodes))
 }
 
+/// Checks the nodes' addresses and the options, then refuses: this build leaves Redis Cluster
+/// out.
+#[cfg(not(feature = "cluster"))]
+pub(crate) fn cluster_nodes<I, T>(nodes: I, options: &ClientOptions) -> Result<Infallible>
+where
+    I: IntoIterator<Item = T>,
+    T: IntoConnectionInfo,
+{
+    addresses(nodes, options, "nodes", "cluster node")?;
+    Err(Error::Unsupported {
+        what: "Redis Cluster",
+        deployment: "this build of relock (its `cluster` feature is off)",
+    })
+}
+
+/// Connects to the cluster, its client and addresses checked.
+#[cfg(feature = "cluster")]
+async fn connect(
+    (commands, nodes): (ClusterClient, Vec<redis::ConnectionInfo>),
+    options: ClientOptions,
+) -> Result<Client> {
+    let mut conn = commands.get_async_connection().await?;
+    let server = server::read_cluster(&mut conn).await?;
+    // A server that does not say its version is taken to be a current one.
+    let announce = match &server {
+        Some(server) if !server.has_sharded_pubsub() => Announce::Broadcast,
+        _ => Announce::Sharded,
+    };
+    Client::assemble(
+        Conn::Cluster(conn, announce),
+        Source::Cluster(ClusterSource {
+            nodes,
+            options: options.clone(),
+            announce,
+        }),
+        server,
+        options,
+    )
+}
+
+#[cfg(not(feature = "cluster"))]
+async fn connect(never: Infallible, _: ClientOptions) -> Result<Client> {
+    match never {}
+}
+
 /// What the notification task needs to open its own cluster connection, which receives the
-/// messages (RESP3 pushes) of every master.
+/// sharded messages (RESP3 pushes) of every master.
+#[cfg(feature = "cluster")]
 #[derive(Clone)]
 pub(crate) struct ClusterSource {
     nodes: Vec<redis::ConnectionInfo>,
@@ -146,6 +190,7 @@ pub(crate) struct ClusterSource {
     announce: Announce,
 }
 
+#[cfg(feature = "cluster")]
 impl ClusterSource {
     /// How releases are announced, so how waiters subscribe.
     pub(crate) fn announce(&self) -> Announce {
@@ -164,12 +209,38 @@ impl ClusterSource {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn builder(nodes: Vec<redis::ConnectionInfo>, options: &ClientOptions) -> ClusterClientBuilder {
     let builder = ClusterClientBuilder::new(nodes)
         .connection_timeout(options.connection_timeout)
         .response_timeout(options.response_timeout);
-    match options.tls.certificates() {
-        Some(certificates) => builder.certs(certificates),
-        None => builder,
+    #[cfg(feature = "tls")]
+    if let Some(certificates) = options.tls.certificates() {
+        return builder.certs(certificates);
+    }
+    builder
+}
+
+#[cfg(all(test, not(feature = "cluster")))]
+mod tests {
+    use crate::{Client, ClientOptions, Error};
+
+    #[tokio::test]
+    async fn without_the_feature_a_cluster_is_refused_by_name() {
+        let refused = Client::connect_cluster(["redis://127.0.0.1:7000/"]).await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Unsupported {
+                    what: "Redis Cluster",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // Options are still checked first: a bad one is reported as such.
+        let options = ClientOptions::default().prefix("{bad}");
+        let refused = Client::connect_cluster_with_options(["redis://127.0.0.1:7000/"], options);
+        assert!(matches!(refused.await, Err(Error::InvalidOption { .. })));
     }
 }

@@ -4,11 +4,30 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+#[cfg(feature = "cluster")]
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+#[cfg(feature = "cluster")]
+use redis::FromRedisValue;
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+#[cfg(feature = "sentinel")]
 use crate::sentinel::SentinelConn;
+
+/// A hash slot of Redis Cluster: the keys of one slot may go into one script.
+#[cfg(feature = "cluster")]
+pub(crate) use redis::cluster_routing::Slot;
+/// Without Cluster support one server holds every key: there is never a slot to tell apart.
+#[cfg(not(feature = "cluster"))]
+pub(crate) type Slot = std::convert::Infallible;
+
+/// A node of a Redis Cluster to address a command to; nothing to choose from without Cluster
+/// support.
+#[cfg(feature = "cluster")]
+type Node = SingleNodeRoutingInfo;
+#[cfg(not(feature = "cluster"))]
+type Node = std::convert::Infallible;
 
 /// A cheap-to-clone, multiplexed connection that reconnects by itself.
 #[derive(Clone)]
@@ -16,12 +35,15 @@ pub(crate) enum Conn {
     /// One Redis server.
     Single(ConnectionManager),
     /// The master of a Sentinel deployment, followed across failovers.
+    #[cfg(feature = "sentinel")]
     Sentinel(SentinelConn),
     /// A Redis Cluster: each command goes to the master of its first key's slot.
+    #[cfg(feature = "cluster")]
     Cluster(ClusterConnection, Announce),
 }
 
 /// How a cluster announces releases, chosen once at connect by its masters' version.
+#[cfg(feature = "cluster")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Announce {
     /// Sharded pub/sub (`SPUBLISH`): on the master of the name's slot only.
@@ -34,19 +56,31 @@ pub(crate) enum Announce {
 impl Conn {
     /// Whether the deployment shards keys over several masters.
     pub(crate) fn is_sharded(&self) -> bool {
-        matches!(self, Conn::Cluster(..))
+        #[cfg(feature = "cluster")]
+        return matches!(self, Conn::Cluster(..));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// Whether releases are announced with sharded pub/sub (`SPUBLISH`), and waiters
     /// subscribe with `SSUBSCRIBE`.
     pub(crate) fn announces_sharded(&self) -> bool {
-        matches!(self, Conn::Cluster(_, Announce::Sharded))
+        #[cfg(feature = "cluster")]
+        return matches!(self, Conn::Cluster(_, Announce::Sharded));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// The shard a key lives on, for deployments that shard: keys of one shard may go into
     /// one script. `None` where one server holds every key.
+    // Only a cluster routes by key.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub(crate) fn shard_of(&self, key: &[u8]) -> Option<Slot> {
-        self.is_sharded().then(|| Slot::for_key(key))
+        match self {
+            #[cfg(feature = "cluster")]
+            Conn::Cluster(..) => Some(Slot::for_key(key)),
+            _ => None,
+        }
     }
 
     /// Sends `WAIT replicas timeout` to the master that holds `routing_key`, over the
@@ -54,6 +88,7 @@ impl Conn {
     /// acknowledged every write sent on that connection before the `WAIT`.
     ///
     /// The server blocks the whole connection while it waits, for at most `timeout`.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
     pub(crate) async fn wait_for_replicas(
         &mut self,
         routing_key: &[u8],
@@ -63,9 +98,11 @@ impl Conn {
         let wait = wait_command(replicas, timeout);
         match self {
             Conn::Single(conn) => wait.query_async(conn).await,
+            #[cfg(feature = "sentinel")]
             Conn::Sentinel(conn) => conn.wait(&wait).await,
             // The cluster keeps one connection per node, so the WAIT follows the grant's
             // writes on the same connection to the same master.
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn, _) => {
                 let master = Route::with_key(routing_key, SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
@@ -83,31 +120,28 @@ impl Conn {
     /// Every key matching the `SCAN MATCH` pattern `matcher`, on every master of the
     /// deployment. A key may be listed more than once.
     pub(crate) async fn scan_keys(&mut self, matcher: &[u8]) -> RedisResult<Vec<Vec<u8>>> {
-        let Conn::Cluster(conn, _) = self else {
-            return scan_node(self, matcher, None).await;
-        };
-        let nodes: String = conn
-            .route_command(
-                redis::cmd("CLUSTER").arg("NODES").clone(),
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
-            )
-            .await
-            .and_then(|v| Ok(String::from_redis_value(v)?))?;
-        let mut keys = Vec::new();
-        for (host, port) in masters_serving_slots(&nodes) {
-            let at = SingleNodeRoutingInfo::ByAddress { host, port };
-            keys.extend(scan_node(self, matcher, Some(at)).await?);
+        #[cfg(feature = "cluster")]
+        if let Conn::Cluster(conn, _) = self {
+            let nodes: String = conn
+                .route_command(
+                    redis::cmd("CLUSTER").arg("NODES").clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+                )
+                .await
+                .and_then(|v| Ok(String::from_redis_value(v)?))?;
+            let mut keys = Vec::new();
+            for (host, port) in masters_serving_slots(&nodes) {
+                let at = SingleNodeRoutingInfo::ByAddress { host, port };
+                keys.extend(scan_node(self, matcher, Some(at)).await?);
+            }
+            return Ok(keys);
         }
-        Ok(keys)
+        scan_node(self, matcher, None).await
     }
 }
 
 /// `SCAN`s one node to the end: the only node, or the cluster node `at`.
-async fn scan_node(
-    conn: &mut Conn,
-    matcher: &[u8],
-    at: Option<SingleNodeRoutingInfo>,
-) -> RedisResult<Vec<Vec<u8>>> {
+async fn scan_node(conn: &mut Conn, matcher: &[u8], at: Option<Node>) -> RedisResult<Vec<Vec<u8>>> {
     let mut keys = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -118,6 +152,7 @@ async fn scan_node(
             .arg("COUNT")
             .arg(SCAN_COUNT);
         let (next, batch): (u64, Vec<Vec<u8>>) = match (&mut *conn, &at) {
+            #[cfg(feature = "cluster")]
             (Conn::Cluster(cluster, _), Some(at)) => {
                 let routing = RoutingInfo::SingleNode(at.clone());
                 FromRedisValue::from_redis_value(cluster.route_command(scan, routing).await?)?
@@ -134,6 +169,7 @@ async fn scan_node(
 
 /// The addresses of the masters that serve slots, from a `CLUSTER NODES` reply:
 /// `<id> <host:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>...`.
+#[cfg(feature = "cluster")]
 fn masters_serving_slots(nodes: &str) -> Vec<(String, u16)> {
     nodes
         .lines()
@@ -167,7 +203,9 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "sentinel")]
             Conn::Sentinel(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn, _) => conn.req_packed_command(cmd),
         }
     }
@@ -180,7 +218,9 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "sentinel")]
             Conn::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn, _) => conn.req_packed_commands(cmd, offset, count),
         }
     }
@@ -188,13 +228,15 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(conn) => conn.get_db(),
+            #[cfg(feature = "sentinel")]
             Conn::Sentinel(conn) => conn.get_db(),
+            #[cfg(feature = "cluster")]
             Conn::Cluster(conn, _) => conn.get_db(),
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::*;
 

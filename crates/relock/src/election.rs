@@ -25,6 +25,7 @@ use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::notify::{Target, Waiter};
 use crate::options::{Lease, MutexOptions};
+use crate::race::{self, Either};
 use crate::scripts::{
     ELECTION_ACQUIRE, ELECTION_LEADER, ELECTION_PROCLAIM, ELECTION_RELEASE, MUTEX_EXTEND,
 };
@@ -316,9 +317,9 @@ impl Election {
         let mut shutdown = pin!(shutdown);
         let mut backoff = Backoff::new(self.inner.lease.duration());
         loop {
-            let campaign = tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                campaign = self.campaign(value.as_str()) => campaign,
+            let campaign = match race::biased(&mut shutdown, self.campaign(value.as_str())).await {
+                Either::Left(()) => return Ok(()),
+                Either::Right(campaign) => campaign,
             };
             let leadership = match campaign {
                 Ok(leadership) => leadership,
@@ -369,14 +370,12 @@ where
 {
     // In this order: after a pause past the lease, the loss is seen before the task is polled
     // again.
-    let end = tokio::select! {
-        biased;
-        () = shutdown => TermEnd::Shutdown,
-        reason = leadership.lost() => match reason {
-            Lost::Shutdown => TermEnd::ClientShutDown,
-            _ => TermEnd::Lost,
-        },
-        () = task(leadership.fence()) => TermEnd::TaskEnded,
+    let lost_or_done = race::biased(leadership.lost(), task(leadership.fence()));
+    let end = match race::biased(shutdown, lost_or_done).await {
+        Either::Left(()) => TermEnd::Shutdown,
+        Either::Right(Either::Left(Lost::Shutdown)) => TermEnd::ClientShutDown,
+        Either::Right(Either::Left(_)) => TermEnd::Lost,
+        Either::Right(Either::Right(())) => TermEnd::TaskEnded,
     };
     if matches!(end, TermEnd::Shutdown | TermEnd::TaskEnded) {
         // An error only says that leadership had ended already.
@@ -412,10 +411,8 @@ impl Backoff {
     async fn pause_unless<S: Future<Output = ()>>(&mut self, shutdown: &mut Pin<&mut S>) -> bool {
         let pause = self.next.mul_f64(0.5 + 0.5 * jitter_fraction());
         self.next = (self.next * 2).min(self.most);
-        tokio::select! {
-            () = shutdown => true,
-            () = tokio::time::sleep(pause) => false,
-        }
+        let slept = race::biased(shutdown, tokio::time::sleep(pause)).await;
+        matches!(slept, Either::Left(()))
     }
 }
 
@@ -817,10 +814,7 @@ impl LeaderWatch {
     /// change between two calls ends this wait at once.
     async fn wait(&self, wake_at: Instant) {
         if let Some(waiter) = &self.waiter {
-            tokio::select! {
-                () = waiter.woken() => {}
-                () = tokio::time::sleep_until(wake_at) => {}
-            }
+            let _ = race::biased(waiter.woken(), tokio::time::sleep_until(wake_at)).await;
         }
     }
 }

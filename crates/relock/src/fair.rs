@@ -54,7 +54,8 @@ static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
 /// # }
 /// ```
 ///
-#[doc = include_str!("../../../docs/fair.md")]
+#[doc = include_str!("../docs/rustdoc-links.md")]
+#[doc = include_str!("../docs/fair.md")]
 #[derive(Clone)]
 pub struct FairMutex {
     /// Attempts that take a place in line when refused.

@@ -1,6 +1,6 @@
 //! What relock does with user input before it talks to Redis, reachable without a server, for
-//! the fuzz targets in `fuzz/` and their replay in the test suite. Not part of the API: built
-//! only with the `fuzzing` feature, and hidden from the documentation. Each function runs the
+//! the fuzz targets in `fuzz/` and their replay in the test suite. Not part of the API: hidden
+//! from the documentation, and free to change in any release. Each function runs the
 //! crate's own code path, so a fuzz target exercises what a user's call would.
 
 use std::time::Duration;

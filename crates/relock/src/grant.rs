@@ -9,6 +9,7 @@
 //! release and extend reply `1` done, `0` nothing held, `-1` held by another owner.
 
 use std::future::{poll_fn, Future};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use crate::lease::{LeaseState, Lost};
 use crate::notify::{Target, Waiter};
 use crate::observe::{self, Acquiring, Hold};
 use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck, MIN_LEASE};
+use crate::race::{self, Branch, Either};
 use crate::redlock;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
@@ -173,11 +175,16 @@ async fn wait_for_grant<R: Resource>(
         }
         let wake_at = now + nap(resource.shared().options.wake_fallback, remaining);
         let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-        woken_by = tokio::select! {
-            waiter = waiters.woken() => waiter,
-            () = tokio::time::sleep_until(wake_at) => None,
-            () = resource.shared().holds.shutting_down() => return Err(Error::Shutdown),
-        };
+        let woken = pin!(async {
+            Ok(tokio::time::timeout_at(wake_at, waiters.woken())
+                .await
+                .unwrap_or(None))
+        });
+        let shut_down = pin!(async {
+            resource.shared().holds.shutting_down().await;
+            Err(Error::Shutdown)
+        });
+        woken_by = race::first([woken as Branch<'_, _>, shut_down]).await?;
     }
 }
 
@@ -681,13 +688,10 @@ impl<R: Resource> Held<R> {
         F: FnOnce(Fence) -> Fut,
         Fut: Future<Output = T>,
     {
-        let finished = tokio::select! {
-            value = work(self.fence()) => Some(value),
-            _ = self.lost() => None,
-        };
-        match finished {
-            Some(value) => self.unlock().await.map(|()| value),
-            None => Err(self.not_held()),
+        // Not raced as a `Branch`: `work` need not be `Send`. Work that finished wins a tie.
+        match race::biased(work(self.fence()), self.lost()).await {
+            Either::Left(value) => self.unlock().await.map(|()| value),
+            Either::Right(_) => Err(self.not_held()),
         }
     }
 

@@ -5,19 +5,20 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::cluster_routing::Slot;
 use redis::ScriptInvocation;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::conn::Slot;
 use crate::lease::{LeaseState, Lost};
 use crate::observe::Renewing;
 use crate::quorum::Quorum;
+use crate::race::{self, Branch};
 use crate::scripts::RENEW_BATCH;
 
 /// A best-effort release to run in the background; `true` once Redis answered it.
@@ -306,29 +307,58 @@ async fn run(mut commands: mpsc::UnboundedReceiver<Command>, nodes: Arc<Quorum>,
     let mut releases = JoinSet::new();
     loop {
         let next_due = renewals.schedule.first().map(|&(due, _)| due);
-        tokio::select! {
-            command = commands.recv() => match command {
-                Some(Command::Watch(watched)) => renewals.watch(watched),
-                Some(Command::Forget(id)) => renewals.forget(id),
-                Some(Command::Release(release)) => {
-                    releases.spawn(release);
+        let step = {
+            let command = pin!(async { Step::Command(commands.recv().await) });
+            let due = pin!(async {
+                sleep_until_due(next_due).await;
+                Step::Due
+            });
+            let done = pin!(async {
+                match renewals.in_flight.join_next().await {
+                    Some(done) => Step::Done(done),
+                    // Nothing in flight: only a command or a due renewal can come next.
+                    None => std::future::pending().await,
                 }
-                Some(Command::ShutDown(last)) => return finish(commands, releases, last).await,
-                None => {
-                    // Every handle is gone, guards included: the releases go on without us.
-                    releases.detach_all();
-                    break;
+            });
+            let released = pin!(async {
+                match releases.join_next().await {
+                    Some(_) => Step::Released,
+                    None => std::future::pending().await,
                 }
-            },
-            () = sleep_until_due(next_due) => renewals.send_due(),
-            Some(done) = renewals.in_flight.join_next() => {
-                if let Ok(outcome) = done {
-                    renewals.apply(outcome);
-                }
+            });
+            race::first([command as Branch<'_, _>, due, done, released]).await
+        };
+        match step {
+            Step::Command(Some(Command::Watch(watched))) => renewals.watch(watched),
+            Step::Command(Some(Command::Forget(id))) => renewals.forget(id),
+            Step::Command(Some(Command::Release(release))) => {
+                releases.spawn(release);
             }
-            Some(_) = releases.join_next() => {}
+            Step::Command(Some(Command::ShutDown(last))) => {
+                return finish(commands, releases, last).await;
+            }
+            Step::Command(None) => {
+                // Every handle is gone, guards included: the releases go on without us.
+                releases.detach_all();
+                break;
+            }
+            Step::Due => renewals.send_due(),
+            Step::Done(Ok(outcome)) => renewals.apply(outcome),
+            Step::Done(Err(_)) | Step::Released => {}
         }
     }
+}
+
+/// What woke the keeper task.
+enum Step {
+    /// A guard's command, or `None` when every handle is gone.
+    Command(Option<Command>),
+    /// The earliest renewal is due.
+    Due,
+    /// A batch of renewals finished (or its task failed).
+    Done(Result<BatchOutcome, tokio::task::JoinError>),
+    /// A background release finished.
+    Released,
 }
 
 async fn sleep_until_due(due: Option<Instant>) {

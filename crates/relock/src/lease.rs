@@ -152,14 +152,15 @@ impl LeaseState {
     pub(crate) async fn lost(&self) -> Lost {
         loop {
             let deadline = self.deadline();
-            tokio::select! {
-                () = self.lost.cancelled() => break,
-                () = tokio::time::sleep_until(deadline) => {
-                    if Instant::now() >= self.deadline() {
-                        self.mark_lost(Lost::Expired);
-                        break;
-                    }
-                }
+            if tokio::time::timeout_at(deadline, self.lost.cancelled())
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            if Instant::now() >= self.deadline() {
+                self.mark_lost(Lost::Expired);
+                break;
             }
         }
         self.reason.get().copied().unwrap_or(Lost::Expired)

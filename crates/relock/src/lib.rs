@@ -1,5 +1,11 @@
-#![doc = include_str!("../../../docs/guide.md")]
+// Every long-form doc is read after docs/rustdoc-links.md. The first definition of a link
+// wins, so rustdoc resolves [`Mutex`] and the like as intra-doc links, while GitHub, which
+// shows the .md file alone, follows the docs.rs links defined at the file's end.
+#![doc = include_str!("../docs/rustdoc-links.md")]
+#![doc = include_str!("../docs/guide.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "blocking")]
 pub mod blocking;
 mod check;
 mod client;
@@ -8,8 +14,10 @@ mod conn;
 mod election;
 mod error;
 mod fair;
-// Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API.
-#[cfg(feature = "fuzzing")]
+// Only for the fuzz targets and their replay (crates/relock-fuzz); not part of the API. Always
+// built rather than behind a feature, so that it is no option a user sees, and rather than
+// behind a `--cfg`, so that the test suite's replay of the fuzz targets shares the build of
+// every other test instead of compiling the dependency tree a second time.
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
@@ -24,6 +32,7 @@ mod notify;
 mod observe;
 mod options;
 mod quorum;
+mod race;
 mod redlock;
 mod reentrant;
 mod rwlock;
@@ -54,27 +63,37 @@ pub use token::Fence;
 pub mod topics {
     /// TLS, an ACL user with only the commands relock sends, and how tokens, names and
     /// scripts are kept apart.
-    #[doc = include_str!("../../../docs/security.md")]
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/security.md")]
     pub mod security {}
 
     /// Leader election: when to use it instead of a mutex, what a leader is guaranteed (with
     /// its fence), the settings and their trade-offs, and what it costs.
-    #[doc = include_str!("../../../docs/election.md")]
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/election.md")]
     pub mod election {}
 
     /// Bad input and faults, each with its outcome and the test that checks it.
-    #[doc = include_str!("../../../docs/faults.md")]
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/faults.md")]
     pub mod faults {}
 
     /// Spans and metrics of the `tracing` and `metrics` features: what each means, its labels
     /// and units, how to wire them up and what to alert on.
-    #[doc = include_str!("../../../docs/observability.md")]
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/observability.md")]
     pub mod observability {}
 
     /// Running relock in production: sizing a lease, fencing writes to a database, and
     /// Kubernetes (termination, CronJobs, the pod name as holder label), with the examples
     /// that show each.
-    #[doc = include_str!("../../../docs/production.md")]
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/production.md")]
     pub mod production {}
 }
 

@@ -66,7 +66,8 @@ const NAMES_SHOWN: usize = 8;
 /// # Ok(())
 /// # }
 /// ```
-#[doc = include_str!("../../../docs/multi.md")]
+#[doc = include_str!("../docs/rustdoc-links.md")]
+#[doc = include_str!("../docs/multi.md")]
 #[derive(Clone)]
 pub struct MultiMutex {
     inner: Arc<Inner>,

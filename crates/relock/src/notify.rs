@@ -24,21 +24,28 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use futures_core::Stream;
 use redis::aio::{PubSubSink, PubSubStream};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::{PushInfo, PushKind, Value};
+use redis::Value;
+#[cfg(feature = "cluster")]
+use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "cluster")]
 use crate::cluster::ClusterSource;
+#[cfg(feature = "cluster")]
 use crate::conn::Announce;
 use crate::options::ClientOptions;
+use crate::race::{self, Branch};
+#[cfg(feature = "sentinel")]
 use crate::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
@@ -346,9 +353,11 @@ pub(crate) enum Source {
     Single(redis::Client),
     /// The master of a Sentinel deployment, asked for at every connect so that waiters
     /// follow a failover.
+    #[cfg(feature = "sentinel")]
     Sentinel(SentinelConn),
     /// A Redis Cluster: subscriptions each on the master of its channel's slot, sharded where
     /// the servers have sharded pub/sub.
+    #[cfg(feature = "cluster")]
     Cluster(ClusterSource),
 }
 
@@ -356,8 +365,9 @@ impl Source {
     /// Announcements that the master moved, for the sources that make them.
     fn moves(&self) -> Option<watch::Receiver<u64>> {
         match self {
-            Source::Single(_) | Source::Cluster(_) => None,
+            #[cfg(feature = "sentinel")]
             Source::Sentinel(conn) => Some(conn.moves()),
+            _ => None,
         }
     }
 }
@@ -404,6 +414,7 @@ enum Link {
     /// A cluster connection, its messages arriving as RESP3 pushes. It reconnects to each node
     /// and resubscribes by itself. Its subscriptions are sharded unless the cluster announces
     /// releases by broadcast.
+    #[cfg(feature = "cluster")]
     Cluster {
         conn: ClusterConnection,
         pushes: mpsc::UnboundedReceiver<PushInfo>,
@@ -411,7 +422,9 @@ enum Link {
     },
 }
 
-/// What the connection delivered.
+/// What the connection delivered. Only a cluster connection reports interruptions and ended
+/// subscriptions: a plain one ends its stream instead.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 enum Event {
     /// A release message: its channel and payload.
     Message(Vec<u8>, Vec<u8>),
@@ -437,8 +450,32 @@ async fn run(
         // Reconnect in the background while anyone waits, so that a dropped connection does
         // not leave waiters on their fallback timers for longer than needed.
         let wanted = !lock(&registry).channels.is_empty();
-        tokio::select! {
-            request = requests.recv() => {
+        let (may_ping, may_reconnect) = (conn.is_some() && wanted, conn.is_none() && wanted);
+        let step = {
+            let request = pin!(async { Step::Request(requests.recv().await) });
+            let moved = pin!(async {
+                moved(&mut moves).await;
+                Step::Moved
+            });
+            let event = pin!(async { Step::Event(next_event(&mut conn).await) });
+            let quiet = pin!(async {
+                if !may_ping {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(timing.ping_after).await;
+                Step::Quiet
+            });
+            let retry = pin!(async {
+                if !may_reconnect {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(backoff).await;
+                Step::Reconnect
+            });
+            race::first([request as Branch<'_, _>, moved, event, quiet, retry]).await
+        };
+        match step {
+            Step::Request(request) => {
                 let Some(request) = request else { break };
                 if conn.is_none() {
                     conn = connect(&source, timing).await;
@@ -464,12 +501,12 @@ async fn run(
                     }
                 }
             }
-            () = moved(&mut moves) => {
+            Step::Moved => {
                 // Releases are announced on the new master now.
                 conn = None;
                 wake_everyone(&registry);
             }
-            event = next_event(&mut conn) => match event {
+            Step::Event(event) => match event {
                 Some(Event::Message(channel, payload)) => dispatch(&registry, &channel, &payload),
                 Some(Event::Interrupted) => wake_everyone(&registry),
                 Some(Event::Unsubscribed(channel)) => {
@@ -486,7 +523,7 @@ async fn run(
                     wake_everyone(&registry);
                 }
             },
-            () = tokio::time::sleep(timing.ping_after), if conn.is_some() && wanted => {
+            Step::Quiet => {
                 if let Some(c) = conn.as_mut() {
                     if !answers(c).await {
                         // Silent: what it should have delivered may be lost.
@@ -495,7 +532,7 @@ async fn run(
                     }
                 }
             }
-            () = tokio::time::sleep(backoff), if conn.is_none() && wanted => {
+            Step::Reconnect => {
                 conn = reconnect(&source, timing, &registry).await;
                 if conn.is_some() {
                     backoff = RECONNECT_MIN;
@@ -507,6 +544,20 @@ async fn run(
             }
         }
     }
+}
+
+/// What woke the notification task.
+enum Step {
+    /// A waiter's request, or `None` when the client is gone.
+    Request(Option<Request>),
+    /// The master was announced to have moved.
+    Moved,
+    /// The connection delivered an event, or closed (`None`).
+    Event(Option<Event>),
+    /// The connection was quiet for a while, with waiters on it: time to ping it.
+    Quiet,
+    /// Time to try connecting again, for the waiters still registered.
+    Reconnect,
 }
 
 /// A new connection subscribed to every channel that has waiters, or `None` when it could not
@@ -541,7 +592,9 @@ async fn connect(source: &Source, timing: Timing) -> Option<Connection> {
 async fn open(source: &Source) -> Option<Link> {
     Some(match source {
         Source::Single(client) => plain(client).await?,
+        #[cfg(feature = "sentinel")]
         Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
+        #[cfg(feature = "cluster")]
         Source::Cluster(source) => {
             let (tx, pushes) = mpsc::unbounded_channel();
             let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
@@ -565,12 +618,14 @@ async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     let subscribed = match &mut conn.link {
         Link::Plain { sink, .. } => within(conn.reply_within, sink.subscribe(channel)).await,
+        #[cfg(feature = "cluster")]
         Link::Cluster {
             conn,
             announce: Announce::Sharded,
             ..
         } => conn.ssubscribe(channel).await.is_ok(),
         // Routed by the channel's name, like a key: to the master of the name's slot.
+        #[cfg(feature = "cluster")]
         Link::Cluster {
             conn,
             announce: Announce::Broadcast,
@@ -591,11 +646,13 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
     }
     match &mut conn.link {
         Link::Plain { sink, .. } => within(conn.reply_within, sink.unsubscribe(channel)).await,
+        #[cfg(feature = "cluster")]
         Link::Cluster {
             conn,
             announce: Announce::Sharded,
             ..
         } => conn.sunsubscribe(channel).await.is_ok(),
+        #[cfg(feature = "cluster")]
         Link::Cluster {
             conn,
             announce: Announce::Broadcast,
@@ -608,8 +665,10 @@ async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
 /// is an answer too. The cluster connection is not pinged: it times out its own subscriptions
 /// and announces each node connection it re-establishes.
 async fn answers(conn: &mut Connection) -> bool {
-    let Link::Plain { sink, .. } = &mut conn.link else {
-        return true;
+    let sink = match &mut conn.link {
+        Link::Plain { sink, .. } => sink,
+        #[cfg(feature = "cluster")]
+        Link::Cluster { .. } => return true,
     };
     match tokio::time::timeout(conn.reply_within, sink.ping::<Value>()).await {
         Ok(reply) => reply.map_or_else(|e| e.code().is_some(), |_| true),
@@ -655,6 +714,7 @@ async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
                 message.get_payload_bytes().to_vec(),
             ))
         }
+        #[cfg(feature = "cluster")]
         Link::Cluster { pushes, .. } => loop {
             let push = pushes.recv().await?;
             if let Some(event) = cluster_event(push) {
@@ -665,6 +725,7 @@ async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
 }
 
 /// The event a cluster push means, if it concerns the waiters.
+#[cfg(feature = "cluster")]
 fn cluster_event(push: PushInfo) -> Option<Event> {
     let mut data = push.data.into_iter().map(bytes_of);
     match push.kind {
@@ -677,6 +738,7 @@ fn cluster_event(push: PushInfo) -> Option<Event> {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn bytes_of(value: Value) -> Option<Vec<u8>> {
     match value {
         Value::BulkString(bytes) => Some(bytes),

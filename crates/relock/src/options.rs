@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "tls")]
 use rustls::pki_types::pem::PemObject;
+#[cfg(feature = "tls")]
 use rustls::pki_types::CertificateDer;
 
 use crate::error::{Error, Result};
@@ -156,6 +158,7 @@ pub(crate) struct Tls {
 
 impl Tls {
     /// The certificates to build connections with, when any were given.
+    #[cfg(feature = "tls")]
     pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
         if self.root.is_none() && self.client.is_none() {
             return None;
@@ -175,6 +178,7 @@ impl Tls {
     /// Checks that the certificates read as the `redis` crate reads them when a client is
     /// built, and that each PEM holds a certificate: a bad PEM is a bad option, not a server
     /// that cannot be reached.
+    #[cfg(feature = "tls")]
     fn validate(&self) -> Result<()> {
         if let Some(root) = &self.root {
             let only_root = redis::TlsCertificates {
@@ -195,10 +199,25 @@ impl Tls {
         }
         Ok(())
     }
+
+    /// Refuses certificates: this build leaves TLS out, so they could never be used.
+    #[cfg(not(feature = "tls"))]
+    fn validate(&self) -> Result<()> {
+        let option = match (&self.root, &self.client) {
+            (Some(_), _) => "tls_root_certificate",
+            (None, Some(_)) => "tls_client_certificate",
+            (None, None) => return Ok(()),
+        };
+        Err(Error::InvalidOption {
+            option,
+            reason: "TLS needs relock's `tls` feature, which this build leaves out".into(),
+        })
+    }
 }
 
 /// Builds a client for a TLS server with `certificates`, which parses them and connects to
 /// nothing, and counts the certificates in `pem`.
+#[cfg(feature = "tls")]
 fn check_certificates(
     option: &'static str,
     certificates: redis::TlsCertificates,
@@ -473,10 +492,11 @@ impl ClientOptions {
 
     /// A client for one server of the deployment, with the TLS certificates given.
     pub(crate) fn open(&self, target: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
-        match self.tls.certificates() {
-            Some(certificates) => redis::Client::build_with_tls(target, certificates),
-            None => redis::Client::open(target),
+        #[cfg(feature = "tls")]
+        if let Some(certificates) = self.tls.certificates() {
+            return redis::Client::build_with_tls(target, certificates);
         }
+        redis::Client::open(target)
     }
 
     /// Checks every option as the `connect` functions do before they open a connection, so
@@ -489,7 +509,8 @@ impl ClientOptions {
     /// timeout, a drift factor outside `[0, 0.5)`, a holder label with `:` or over 128
     /// bytes, a zero renewal batch, a replica wait that cannot finish before the response
     /// timeout, or TLS certificates or a key that do not read as PEM (or hold no
-    /// certificate).
+    /// certificate), or any certificate at all when relock was built without its `tls`
+    /// feature.
     ///
     /// # Examples
     ///

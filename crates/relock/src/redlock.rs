@@ -115,7 +115,8 @@ impl Client {
     /// # }
     /// ```
     ///
-    #[doc = include_str!("../../../docs/redlock.md")]
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/redlock.md")]
     pub async fn connect_redlock_with_options<I, T>(
         masters: I,
         options: ClientOptions,

@@ -141,7 +141,8 @@ impl Client {
     }
 }
 
-#[doc = include_str!("../../../docs/rwlock.md")]
+#[doc = include_str!("../docs/rustdoc-links.md")]
+#[doc = include_str!("../docs/rwlock.md")]
 ///
 /// # Examples
 ///

@@ -85,7 +85,8 @@ const OVER_TOTAL: &str = "RELOCK_TOTAL";
 /// # }
 /// ```
 ///
-#[doc = include_str!("../../../docs/semaphore.md")]
+#[doc = include_str!("../docs/rustdoc-links.md")]
+#[doc = include_str!("../docs/semaphore.md")]
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,

@@ -1,26 +1,41 @@
 //! Connecting through Redis Sentinel: the client asks the sentinels for the master of a
-//! service and follows it across failovers.
+//! service and follows it across failovers. Without the `sentinel` feature the constructors
+//! stay, and refuse with [`Error::Unsupported`](crate::Error::Unsupported).
 
+#[cfg(feature = "sentinel")]
 mod master;
 
+#[cfg(not(feature = "sentinel"))]
+use std::convert::Infallible;
+#[cfg(feature = "sentinel")]
 use std::time::Duration;
 
+#[cfg(feature = "sentinel")]
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+use redis::IntoConnectionInfo;
+#[cfg(feature = "sentinel")]
+use redis::{AsyncConnectionConfig, ConnectionInfo, RedisConnectionInfo};
 
 use crate::client::{addresses, Client};
+#[cfg(feature = "sentinel")]
 use crate::conn::Conn;
+#[cfg(not(feature = "sentinel"))]
+use crate::error::Error;
 use crate::error::Result;
+#[cfg(feature = "sentinel")]
 use crate::notify::Source;
 use crate::options::ClientOptions;
+#[cfg(feature = "sentinel")]
 use crate::server;
 
+#[cfg(feature = "sentinel")]
 pub(crate) use master::SentinelConn;
 
 /// How a [`Client`] connected through Sentinel authenticates to the master the sentinels name;
 /// and the guide to Sentinel and to waiting for replicas.
 ///
-#[doc = include_str!("../../../docs/sentinel.md")]
+#[doc = include_str!("../docs/rustdoc-links.md")]
+#[doc = include_str!("../docs/sentinel.md")]
 ///
 /// # Examples
 ///
@@ -64,6 +79,7 @@ impl SentinelOptions {
         self
     }
 
+    #[cfg(feature = "sentinel")]
     fn node_connection_info(&self) -> SentinelNodeConnectionInfo {
         let mut redis = RedisConnectionInfo::default().set_db(self.db);
         if let Some(username) = &self.username {
@@ -110,7 +126,8 @@ impl Client {
     /// [`Error::Redis`](crate::Error::Redis) when an address is malformed, no sentinel answers,
     /// none names a master for `service_name`, or the master cannot be reached;
     /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the master is a Redis
-    /// older than 6.2.
+    /// older than 6.2; [`Error::Unsupported`](crate::Error::Unsupported) when relock was built
+    /// without its `sentinel` feature.
     ///
     /// # Cancel safety
     ///
@@ -180,31 +197,47 @@ impl Client {
         I: IntoIterator,
         I::Item: IntoConnectionInfo,
     {
-        let (resolver, sentinels) = sentinel_resolver(sentinels, service_name, &nodes, &options)?;
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(options.response_timeout))
-            .set_connection_timeout(Some(options.connection_timeout));
-        let conn = SentinelConn::connect(
-            resolver,
-            service_name.to_owned(),
-            sentinels,
-            config,
-            resolve_timeout(&options),
-        )
-        .await?;
-        let server = server::read(&mut conn.clone()).await?;
-        Client::assemble(
-            Conn::Sentinel(conn.clone()),
-            Source::Sentinel(conn),
-            server,
-            options,
-        )
+        let resolver = sentinel_resolver(sentinels, service_name, &nodes, &options)?;
+        connect(resolver, service_name, options).await
     }
+}
+
+/// Connects to the master the sentinels name, through the checked resolver.
+#[cfg(feature = "sentinel")]
+async fn connect(
+    (resolver, sentinels): (SentinelClient, Vec<ConnectionInfo>),
+    service_name: &str,
+    options: ClientOptions,
+) -> Result<Client> {
+    let config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(options.response_timeout))
+        .set_connection_timeout(Some(options.connection_timeout));
+    let conn = SentinelConn::connect(
+        resolver,
+        service_name.to_owned(),
+        sentinels,
+        config,
+        resolve_timeout(&options),
+    )
+    .await?;
+    let server = server::read(&mut conn.clone()).await?;
+    Client::assemble(
+        Conn::Sentinel(conn.clone()),
+        Source::Sentinel(conn),
+        server,
+        options,
+    )
+}
+
+#[cfg(not(feature = "sentinel"))]
+async fn connect(never: Infallible, _: &str, _: ClientOptions) -> Result<Client> {
+    match never {}
 }
 
 /// The client that asks the sentinels for the master of `service_name`, and the sentinels'
 /// addresses, with the options checked: all that [`Client::connect_sentinel_with_options`]
 /// does before it connects.
+#[cfg(feature = "sentinel")]
 pub(crate) fn sentinel_resolver<I>(
     sentinels: I,
     service_name: &str,
@@ -218,15 +251,57 @@ where
     let sentinels = addresses(sentinels, options, "sentinels", "sentinel")?;
     let resolver = SentinelClient::build(
         sentinels.clone(),
-        service_name,
+        // Owned: the `redis` crate takes a `String` here unless its TLS support is built.
+        String::from(service_name),
         Some(nodes.node_connection_info()),
         SentinelServerType::Master,
     )?;
     Ok((resolver, sentinels))
 }
 
+/// Checks the sentinels' addresses and the options, then refuses: this build leaves Sentinel
+/// out.
+#[cfg(not(feature = "sentinel"))]
+pub(crate) fn sentinel_resolver<I>(
+    sentinels: I,
+    _: &str,
+    _: &SentinelOptions,
+    options: &ClientOptions,
+) -> Result<Infallible>
+where
+    I: IntoIterator,
+    I::Item: IntoConnectionInfo,
+{
+    addresses(sentinels, options, "sentinels", "sentinel")?;
+    Err(Error::Unsupported {
+        what: "Redis Sentinel",
+        deployment: "this build of relock (its `sentinel` feature is off)",
+    })
+}
+
 /// A resolution asks a sentinel (connect, then a reply) and checks the named master's role
 /// (connect, then a reply).
+#[cfg(feature = "sentinel")]
 fn resolve_timeout(options: &ClientOptions) -> Duration {
     (options.connection_timeout + options.response_timeout) * 2
+}
+
+#[cfg(all(test, not(feature = "sentinel")))]
+mod tests {
+    use crate::{Client, Error};
+
+    #[tokio::test]
+    async fn without_the_feature_sentinel_is_refused_by_name() {
+        let refused = Client::connect_sentinel(["redis://127.0.0.1:26379/"], "locks").await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Unsupported {
+                    what: "Redis Sentinel",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
 }

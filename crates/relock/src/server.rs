@@ -9,7 +9,9 @@
 use std::fmt;
 
 use redis::aio::ConnectionLike;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{RedisError, Value};
 
@@ -22,6 +24,7 @@ const OLDEST_REDIS: Version = Version(6, 2, 0);
 /// [`OLDEST_REDIS`] as the error names it.
 const OLDEST_SUPPORTED: &str = "Redis 6.2";
 /// The first Redis with sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`).
+#[cfg(feature = "cluster")]
 const SHARDED_PUBSUB: Version = Version(7, 0, 0);
 
 /// A server product and its version.
@@ -45,6 +48,7 @@ struct Version(u32, u32, u32);
 impl Server {
     /// Whether the server has sharded pub/sub, so that a cluster announces a release on the
     /// name's shard only instead of broadcasting it to every node.
+    #[cfg(feature = "cluster")]
     pub(crate) fn has_sharded_pubsub(&self) -> bool {
         self.product == Product::Valkey || self.version >= SHARDED_PUBSUB
     }
@@ -171,6 +175,7 @@ pub(crate) async fn read<C: ConnectionLike>(conn: &mut C) -> Result<Option<Serve
 /// # Errors
 ///
 /// As [`read`].
+#[cfg(feature = "cluster")]
 pub(crate) async fn read_cluster(conn: &mut ClusterConnection) -> Result<Option<Server>> {
     let hellos = ask_every_master(conn, redis::cmd("HELLO")).await?;
     let mut servers: Vec<Server> = hellos.iter().filter_map(Server::from_hello).collect();
@@ -194,6 +199,7 @@ pub(crate) async fn read_cluster(conn: &mut ClusterConnection) -> Result<Option<
 
 /// Each master's reply to `cmd` (an error reply among them); none when the command failed
 /// as a whole other than by the cluster being unreachable.
+#[cfg(feature = "cluster")]
 async fn ask_every_master(conn: &mut ClusterConnection, cmd: redis::Cmd) -> Result<Vec<Value>> {
     let every_master = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
     match conn.route_command(cmd, every_master).await {
@@ -285,6 +291,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn sharded_pubsub_comes_with_redis_7_and_every_valkey() {
         let has = |server, version| {

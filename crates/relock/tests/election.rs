@@ -346,6 +346,7 @@ async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
     }
 }
 
+#[cfg(feature = "blocking")]
 #[test]
 fn the_blocking_api_campaigns_observes_and_hands_over() {
     let server = RedisServer::start();

@@ -311,6 +311,7 @@ async fn shutdown_gives_back_a_redlock_hold_on_every_master() {
     }
 }
 
+#[cfg(feature = "blocking")]
 #[test]
 fn blocking_shutdown_gives_back_a_guard_held_by_another_thread() {
     let server = RedisServer::start();

@@ -279,6 +279,7 @@ async fn permit_holders_are_listed_and_their_labels_go_with_their_grants() {
     next.release().await.expect("release");
 }
 
+#[cfg(feature = "blocking")]
 #[test]
 fn a_blocking_guard_can_be_kept_until_a_point_too() {
     let server = RedisServer::start();
