@@ -24,13 +24,16 @@ use crate::token::{random_id, Fence, OwnerToken};
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/fence.lua"),
+        include_str!("lua/expiries.lua"),
         include_str!("lua/rw_state.lua"),
         include_str!("lua/rw_acquire.lua")
     ))
 });
-static RELEASE: LazyLock<Announcing> = announcing_script!("rw_state.lua", "rw_release.lua");
+static RELEASE: LazyLock<Announcing> =
+    announcing_script!("expiries.lua", "rw_state.lua", "rw_release.lua");
 static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
+        include_str!("lua/expiries.lua"),
         include_str!("lua/rw_state.lua"),
         include_str!("lua/rw_extend.lua")
     ))

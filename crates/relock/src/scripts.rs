@@ -75,7 +75,13 @@ impl Announcing {
 pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");
 pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> = announcing_script!("mutex_release.lua");
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
-pub(crate) static RENEW_BATCH: LazyLock<Script> = script!("renew_batch.lua");
+/// The batch renewal, after the helpers that only ever move an expiry later.
+pub(crate) static RENEW_BATCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/expiries.lua"),
+        include_str!("lua/renew_batch.lua")
+    ))
+});
 pub(crate) static FENCE_RAISE: LazyLock<Script> = script!("fence_raise.lua");
 pub(crate) static ELECTION_ACQUIRE: LazyLock<Announcing> =
     announcing_script!("fence.lua", "election_acquire.lua");

@@ -24,6 +24,7 @@ macro_rules! semaphore_script {
         LazyLock::new(|| {
             Script::new(concat!(
                 include_str!("lua/fence.lua"),
+                include_str!("lua/expiries.lua"),
                 include_str!("lua/semaphore_grants.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -32,6 +33,7 @@ macro_rules! semaphore_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("lua/expiries.lua"),
                 include_str!("lua/semaphore_grants.lua"),
                 include_str!(concat!("lua/", $file))
             ))
@@ -40,11 +42,14 @@ macro_rules! semaphore_script {
 }
 
 static ACQUIRE: LazyLock<Script> = semaphore_script!(granting "semaphore_acquire.lua");
-static RELEASE: LazyLock<Announcing> =
-    announcing_script!("semaphore_grants.lua", "semaphore_release.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!(
+    "expiries.lua",
+    "semaphore_grants.lua",
+    "semaphore_release.lua"
+);
 static EXTEND: LazyLock<Script> = semaphore_script!("semaphore_extend.lua");
 static SET_TOTAL: LazyLock<Announcing> =
-    announcing_script!("semaphore_grants.lua", "semaphore_set.lua");
+    announcing_script!("expiries.lua", "semaphore_grants.lua", "semaphore_set.lua");
 static STATE: LazyLock<Script> = semaphore_script!("semaphore_state.lua");
 
 /// The error code of the acquire script's reply when more permits are asked than the total.

@@ -24,12 +24,6 @@ local function server_ms()
   return now
 end
 
-local function stretch(key, lease)
-  if redis.call('PTTL', key) < lease then
-    redis.call('PEXPIRE', key, lease)
-  end
-end
-
 local function held(kind, key, member)
   if kind == 'v' then
     local value = redis.pcall('GET', key)
@@ -51,10 +45,7 @@ for i, key in ipairs(KEYS) do
   local kind, member, lease = ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
   if held(kind, key, member) then
     if kind == 'he' then
-      local expiry = server_ms() + lease
-      if tonumber(redis.call('HGET', key, member)) < expiry then
-        redis.call('HSET', key, member, expiry)
-      end
+      lengthen(key, member, server_ms() + lease)
     elseif kind == 'z' then
       local expiry = server_ms() + lease
       if tonumber(redis.call('ZSCORE', key, member)) < expiry then

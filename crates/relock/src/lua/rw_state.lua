@@ -17,21 +17,6 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Never shortens the key: other holds may have longer leases.
-local function stretch(key, ms)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
-  end
-end
-
--- Moves a hold's expiry to `expiry`, unless it already ends later.
-local function lengthen(key, field, expiry)
-  local current = tonumber(redis.call('HGET', key, field))
-  if not current or current < expiry then
-    redis.call('HSET', key, field, expiry)
-  end
-end
-
 -- The live holds and markers, by kind ('r', 'w', 'q'), each an array of
 -- {field, owner, expiry}; deletes the expired ones and counts them in
 -- state.expired[kind].

@@ -17,7 +17,7 @@ if not total then
   total = tonumber(ARGV[5])
   redis.call('HSET', KEYS[1], 'permits', ARGV[5])
 end
-keep(KEYS[1], memory)
+stretch(KEYS[1], memory)
 local function grant()
   -- A retry keeps an expiry that an extension already moved further.
   lengthen(KEYS[1], ARGV[1], now + lease)

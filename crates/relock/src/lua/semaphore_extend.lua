@@ -19,5 +19,5 @@ if ARGV[4] == 'exactly' then
 else
   lengthen(KEYS[1], ARGV[1], now + lease)
 end
-keep(KEYS[1], lease + tonumber(ARGV[3]))
+stretch(KEYS[1], lease + tonumber(ARGV[3]))
 return 1

@@ -38,17 +38,3 @@ local function held_permits(key, now, purge)
   return used, soonest
 end
 
--- Moves a grant's expiry to `expiry`, unless it already ends later.
-local function lengthen(key, field, expiry)
-  local current = tonumber(redis.call('HGET', key, field))
-  if not current or current < expiry then
-    redis.call('HSET', key, field, expiry)
-  end
-end
-
--- Makes the key live at least `ms` more.
-local function keep(key, ms)
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms)
-  end
-end

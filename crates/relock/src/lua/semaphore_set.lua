@@ -7,7 +7,7 @@ local now = server_ms()
 local total = tonumber(ARGV[1])
 local before = tonumber(redis.call('HGET', KEYS[1], 'permits'))
 redis.call('HSET', KEYS[1], 'permits', ARGV[1])
-keep(KEYS[1], tonumber(ARGV[2]))
+stretch(KEYS[1], tonumber(ARGV[2]))
 local used = held_permits(KEYS[1], now, true)
 if total > used and (not before or total > before) then
   redis.call(PUBLISH, ARGV[3], string.format('%d', total - used))
