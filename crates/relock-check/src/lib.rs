@@ -30,9 +30,10 @@
 //! with the failure the seeds describe ([`claim::Claim`]); the exit code is 0 when every cell
 //! passes, 1 when one does not, 2 when a run could not be made.
 //!
-//! What follows is `docs/safety.md`: the measured table, and what each guarantee assumes.
+//! What follows is this crate's `docs/safety.md`: the measured table, and what each guarantee
+//! assumes.
 //!
-#![doc = include_str!("../../../docs/safety.md")]
+#![doc = include_str!("../docs/safety.md")]
 
 pub mod cell;
 pub mod claim;
