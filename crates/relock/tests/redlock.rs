@@ -395,6 +395,14 @@ async fn a_lease_that_loses_its_majority_is_reported_lost() {
     let servers = masters(5);
     let client = redlock(urls(&servers), options()).await;
     let guard = held(&client, "revoked", Lease::Renewed(ms(900))).await;
+    // The lock returns once a majority granted it; the other masters' grants may still be on
+    // their way, and one landing after the deletions below would give the lease a fourth.
+    let everywhere = || {
+        servers
+            .iter()
+            .all(|server| server.cli(&["EXISTS", &lock_key("revoked")]) == "1")
+    };
+    assert!(common::eventually(ms(2_000), everywhere).await);
     // Two masters forgetting it is survivable; three is not.
     for server in &servers[..2] {
         server.cli(&["DEL", &lock_key("revoked")]);
