@@ -351,7 +351,8 @@ fn unlock_force_removes_a_stuck_lock_and_says_what_it_removed() {
         said.contains("old-host/7") && said.contains("fence 42"),
         "{said}"
     );
-    assert_eq!(server.cli(&["EXISTS", "relock:{stuck}:mutex"]), "0");
+    // Only the name's last fence stays behind.
+    assert_eq!(server.cli(&["GET", "relock:{stuck}:mutex"]), "~42");
     assert_eq!(code(&output(&server, &["unlock", "stuck", "--force"])), 78);
 }
 
@@ -389,9 +390,10 @@ fn sigterm_to_relock_reaches_the_command_and_the_lock_is_released() {
         std::fs::read_to_string(&mark).expect("forwarded").trim(),
         "TERM"
     );
-    assert_eq!(
-        server.cli(&["EXISTS", "relock:{graceful}:mutex"]),
-        "0",
+    assert!(
+        server
+            .cli(&["GET", "relock:{graceful}:mutex"])
+            .starts_with('~'),
         "released"
     );
 }
@@ -873,11 +875,17 @@ fn the_command_gets_the_grant_s_fence_for_every_kind() {
         args.extend_from_slice(&[&name, "--", "sh", "-c", "echo $RELOCK_FENCE"]);
         let out = output(&server, &args);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
-        // The only grant of the name: its fence is the last one the name's sequence gave.
-        let fence_key = format!("relock:{{{name}}}:fence");
+        // The only grant of the name: its fence is the last one the name's sequence gave,
+        // which a released mutex keeps in its own key, every other kind in the fence key.
+        let remembered = if kind.is_empty() {
+            let left = server.cli(&["GET", &format!("relock:{{{name}}}:mutex")]);
+            left.trim_start_matches('~').to_owned()
+        } else {
+            server.cli(&["GET", &format!("relock:{{{name}}}:fence")])
+        };
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
-            server.cli(&["GET", &fence_key]),
+            remembered,
             "{kind:?}"
         );
     }

@@ -17,7 +17,8 @@ use crate::keys::{unescape_name, LockKeys};
 use crate::scripts::{announcing_script, Announcing};
 use crate::token::Fence;
 
-static FORCE_RELEASE: LazyLock<Announcing> = announcing_script!("force_release.lua");
+static FORCE_RELEASE: LazyLock<Announcing> =
+    announcing_script!("mutex_value.lua", "force_release.lua");
 
 /// Which primitive a lock found in Redis belongs to.
 ///
@@ -410,6 +411,7 @@ impl Client {
         for channel in &channels {
             invocation.arg(channel.as_slice());
         }
+        invocation.arg(self.shared.options.fence_memory_ms());
         type Removed = (
             i64,
             Option<Vec<u8>>,
@@ -613,7 +615,12 @@ fn waiting_on(counts: &[(Vec<u8>, u64)], keys: &LockKeys, kind: LockKind) -> u64
 fn judge(name: &[u8], kind: LockKind, raw: &Raw, now_ms: i64) -> Option<LockInfo> {
     match kind {
         LockKind::Mutex | LockKind::FairMutex => {
-            let mut info = single_holder(name, kind, raw.value.as_deref()?, raw.pttl);
+            let value = raw.value.as_deref()?;
+            if value.starts_with(b"~") {
+                // A released mutex: only the name's last fence, left behind for the next grant.
+                return None;
+            }
+            let mut info = single_holder(name, kind, value, raw.pttl);
             info.queued = Some(raw.queued);
             Some(info)
         }
@@ -623,11 +630,15 @@ fn judge(name: &[u8], kind: LockKind, raw: &Raw, now_ms: i64) -> Option<LockInfo
     }
 }
 
-/// A mutex's or fair mutex's value `<token>:<fence>[:<label>]`.
+/// A held mutex's or fair mutex's value `<token>:<fence>[+][:<label>]` (`+`: someone waits).
 fn single_holder(name: &[u8], kind: LockKind, value: &[u8], pttl: i64) -> LockInfo {
     let mut info = LockInfo::new(name, kind);
     let mut parts = value.splitn(3, |&b| b == b':').skip(1);
-    info.fence = parts.next().and_then(parse_number).map(Fence::new);
+    info.fence = parts
+        .next()
+        .map(|fence| fence.strip_suffix(b"+").unwrap_or(fence))
+        .and_then(parse_number)
+        .map(Fence::new);
     if let Some(label) = parts.next() {
         info.add_holder(String::from_utf8_lossy(label).into_owned());
     }
@@ -874,6 +885,9 @@ mod tests {
         assert_eq!(info.holder.as_deref(), Some("host-1:99"));
         assert_eq!(info.holders, ["host-1:99"]);
         assert_eq!(info.remaining, Some(Duration::from_millis(1500)));
+        let waited = single_holder(b"n", LockKind::Mutex, b"tok:1796+:host-1", 1500);
+        assert_eq!(waited.fence, Some(Fence::new(1796)));
+        assert_eq!(waited.holder.as_deref(), Some("host-1"));
         let bare = single_holder(b"n", LockKind::Mutex, b"tok:17", -1);
         assert_eq!((bare.holder, bare.remaining), (None, None));
         let junk = single_holder(b"n", LockKind::Mutex, b"garbage", 10);

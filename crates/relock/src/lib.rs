@@ -88,6 +88,13 @@ pub mod topics {
     #[doc = include_str!("../docs/observability.md")]
     pub mod observability {}
 
+    /// The wire protocol: each primitive's keys and values, which script does what, why it is
+    /// safe, and the choices behind it.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/design.md")]
+    pub mod design {}
+
     /// Running relock in production: sizing a lease, fencing writes to a database, and
     /// Kubernetes (termination, CronJobs, the pod name as holder label), with the examples
     /// that show each.

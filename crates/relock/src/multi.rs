@@ -18,8 +18,8 @@ use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, granting_script, script, Announcing};
 use crate::token::{Fence, OwnerToken};
 
-static ACQUIRE: LazyLock<Script> = granting_script!("multi_acquire.lua");
-static RELEASE: LazyLock<Announcing> = announcing_script!("multi_release.lua");
+static ACQUIRE: LazyLock<Script> = granting_script!("mutex_value.lua", "multi_acquire.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!("mutex_value.lua", "multi_release.lua");
 static EXTEND: LazyLock<Script> = script!("multi_extend.lua");
 
 /// The most names one [`MultiMutex`] locks together.
@@ -78,7 +78,6 @@ struct Member {
     name: Vec<u8>,
     display: String,
     lock_key: Vec<u8>,
-    fence_key: Vec<u8>,
     wake_channel: Vec<u8>,
 }
 
@@ -119,7 +118,6 @@ impl MultiMutex {
                 name: name.to_vec(),
                 display: keys.display_name(),
                 lock_key: keys.key("mutex"),
-                fence_key: keys.fence_key(),
                 wake_channel: keys.wake_channel(),
             });
         }
@@ -357,20 +355,18 @@ impl Resource for Inner {
         for member in &self.members {
             invocation.key(member.lock_key.as_slice());
         }
-        for member in &self.members {
-            invocation.key(member.fence_key.as_slice());
-        }
         invocation
             .arg(token.as_str())
             .arg(self.lease_ms)
-            .arg(options.fence_memory_ms())
             .arg(options.holder_label.as_str());
         invocation
     }
 
     fn release_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
         let mut invocation = RELEASE.on(&self.shared().conn).prepare_invoke();
-        invocation.arg(token.as_str());
+        invocation
+            .arg(token.as_str())
+            .arg(self.shared.options.fence_memory_ms());
         for member in &self.members {
             invocation
                 .key(member.lock_key.as_slice())
@@ -680,11 +676,8 @@ mod tests {
         ACQUIRE
             .key(A)
             .key(B)
-            .key("t:{a}:fence")
-            .key("t:{b}:fence")
             .arg(token)
             .arg(10_000)
-            .arg(60_000)
             .arg("")
             .invoke_async(c)
             .await
@@ -697,6 +690,7 @@ mod tests {
             .key(A)
             .key(B)
             .arg(token)
+            .arg(60_000)
             .arg("t:{a}:wake")
             .arg("t:{b}:wake")
             .invoke_async(c)
@@ -749,7 +743,8 @@ mod tests {
         let refused = acquire(&mut c, "tokA:").await;
         assert_eq!(refused[0], 0);
         assert!(refused[1] > 10_000 && refused[1] <= 20_000, "{refused:?}");
-        assert_eq!(server.cli(&["EXISTS", A, "t:{a}:fence"]), "0");
+        assert_eq!(server.cli(&["EXISTS", A]), "0");
+        assert_eq!(server.cli(&["GET", B]), "other:1+", "marked: someone waits");
 
         server.cli(&["SET", A, "x:1"]);
         assert_eq!(acquire(&mut c, "tokA:").await, vec![0, -1], "no expiry");
@@ -757,28 +752,49 @@ mod tests {
         // What a resend finds when part of an earlier grant was deleted and retaken.
         server.cli(&["SET", A, "tokA:5", "PX", "10000"]);
         assert_eq!(acquire(&mut c, "tokA:").await[0], 0);
-        assert_eq!(server.cli(&["EXISTS", A]), "0", "the token's part is gone");
-        assert_eq!(server.cli(&["GET", B]), "other:1");
+        assert_eq!(
+            server.cli(&["GET", A]),
+            "~5",
+            "the token's part is gone, its fence kept"
+        );
+        assert_eq!(server.cli(&["GET", B]), "other:1+");
     }
 
     #[tokio::test]
-    async fn a_fence_key_of_another_type_fails_before_any_lock_key_is_written() {
+    async fn a_lock_key_of_another_type_fails_before_any_lock_key_is_written() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
-        server.cli(&["LPUSH", "t:{b}:fence", "x"]);
+        server.cli(&["LPUSH", B, "x"]);
         let result: redis::RedisResult<Vec<i64>> = ACQUIRE
             .key(A)
             .key(B)
-            .key("t:{a}:fence")
-            .key("t:{b}:fence")
             .arg("tokA:")
             .arg(10_000)
-            .arg(60_000)
             .arg("")
             .invoke_async(&mut c)
             .await;
         assert!(result.is_err());
-        assert_eq!(server.cli(&["EXISTS", A, B]), "0");
+        assert_eq!(server.cli(&["EXISTS", A]), "0");
+    }
+
+    #[tokio::test]
+    async fn released_names_keep_their_fence_and_the_next_grant_rises_above_it() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let first = acquire(&mut c, "tokA:").await;
+        assert_eq!(release(&mut c, "tokA:").await, 1);
+        assert_eq!(server.cli(&["GET", A]), format!("~{}", first[1]));
+        let ttl: i64 = server.cli(&["PTTL", A]).parse().expect("pttl");
+        assert!(
+            ttl > 50_000 && ttl <= 60_000,
+            "kept for the fence memory: {ttl}"
+        );
+        // A fence remembered above the clock: the next grant still rises above it.
+        let ahead = first[2] + 3_600_000_000;
+        server.cli(&["SET", B, &format!("~{ahead}"), "PX", "60000"]);
+        let second = acquire(&mut c, "tokB:").await;
+        assert!(second[1] > first[1], "{first:?} then {second:?}");
+        assert_eq!(second[2], ahead + 1);
     }
 
     #[tokio::test]
@@ -800,7 +816,7 @@ mod tests {
         let pttl: i64 = server.cli(&["PTTL", B]).parse().expect("pttl");
         assert!(pttl <= 5000, "{pttl}");
         assert_eq!(release(&mut c, "tokA:").await, -1);
-        assert_eq!(server.cli(&["EXISTS", A]), "0");
+        assert!(server.cli(&["GET", A]).starts_with('~'), "released");
         assert_eq!(server.cli(&["GET", B]), "tokB:1");
 
         server.cli(&["DEL", B]);
@@ -810,14 +826,21 @@ mod tests {
         server.cli(&["HSET", B, "f", "v"]);
         assert_eq!(extend(&mut c, "tokC:").await, -1);
         assert_eq!(release(&mut c, "tokC:").await, -1);
-        assert_eq!(server.cli(&["EXISTS", A]), "0");
+        assert!(server.cli(&["GET", A]).starts_with('~'), "released");
     }
 
     #[tokio::test]
-    async fn release_announces_each_name_it_released() {
+    async fn release_announces_each_name_someone_waited_for() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         acquire(&mut c, "tokA:").await;
+        assert_eq!(release(&mut c, "tokA:").await, 1, "nobody waited");
+        acquire(&mut c, "tokA:").await;
+        assert_eq!(
+            acquire(&mut c, "tokB:").await[0],
+            0,
+            "a refused attempt marks both"
+        );
         let mut pubsub = redis::Client::open(server.url().as_str())
             .expect("url")
             .get_async_pubsub()
@@ -854,7 +877,6 @@ mod tests {
                 name: vec![],
                 display: i.to_string(),
                 lock_key: vec![],
-                fence_key: vec![],
                 wake_channel: vec![],
             })
             .collect();

@@ -72,13 +72,14 @@ pub struct Mutex {
 struct Inner {
     shared: Arc<Shared>,
     name: String,
+    /// Held: the holder's token and fence; released: the name's last fence (and the woken
+    /// waiter it is kept for), as `lua/mutex_value.lua` describes.
     lock_key: Vec<u8>,
-    fence_key: Vec<u8>,
+    /// On RedLock only: each master keeps the name's last fence apart from the lock, for the
+    /// fence memory after every grant, since a grant raises it on a majority of masters.
+    fence_key: Option<Vec<u8>>,
+    /// The waiters' places: token -> when the place ends.
     waiters_key: Vec<u8>,
-    /// The waiters in the order they first waited, beside their places in `waiters_key`.
-    line_key: Vec<u8>,
-    /// The waiter a release woke, while the lock is kept for it.
-    handoff_key: Vec<u8>,
     wake_channel: Vec<u8>,
     /// How long a refused attempt's place among the waiters lasts, in ms; 0 for no place (a
     /// single try, or RedLock, whose masters keep no places).
@@ -100,10 +101,8 @@ impl Mutex {
         let inner = Inner {
             name: keys.display_name(),
             lock_key: keys.key("mutex"),
-            fence_key: keys.fence_key(),
+            fence_key: shared.nodes.is_distributed().then(|| keys.fence_key()),
             waiters_key: keys.key("mutex-waiters"),
-            line_key: keys.key("mutex-line"),
-            handoff_key: keys.key("mutex-handoff"),
             wake_channel: keys.wake_channel(),
             place_ms,
             lease,
@@ -311,10 +310,11 @@ impl Inner {
         let mut invocation = MUTEX_ACQUIRE.prepare_invoke();
         invocation
             .key(self.lock_key.as_slice())
-            .key(self.fence_key.as_slice())
-            .key(self.waiters_key.as_slice())
-            .key(self.line_key.as_slice())
-            .key(self.handoff_key.as_slice())
+            .key(self.waiters_key.as_slice());
+        if let Some(fence_key) = &self.fence_key {
+            invocation.key(fence_key.as_slice());
+        }
+        invocation
             .arg(token.as_str())
             .arg(self.lease_ms)
             .arg(self.fence_memory_ms())
@@ -371,12 +371,11 @@ impl Resource for Inner {
         invocation
             .key(self.lock_key.as_slice())
             .key(self.waiters_key.as_slice())
-            .key(self.line_key.as_slice())
-            .key(self.handoff_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
             .arg(self.announcement(token))
-            .arg(HANDOFF_MS);
+            .arg(HANDOFF_MS)
+            .arg(self.fence_memory_ms());
         invocation
     }
 
@@ -392,7 +391,7 @@ impl Resource for Inner {
     fn raise_fence_script(&self, fence: u64) -> Option<ScriptInvocation<'static>> {
         let mut invocation = FENCE_RAISE.prepare_invoke();
         invocation
-            .key(self.fence_key.as_slice())
+            .key(self.fence_key.as_deref()?)
             .arg(fence)
             .arg(self.lease_ms.saturating_add(self.fence_memory_ms()));
         Some(invocation)

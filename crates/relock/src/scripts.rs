@@ -8,11 +8,11 @@ use crate::conn::Conn;
 
 /// A script that grants locks: `lua/fence.lua` (`next_fence`) followed by `lua/<file>`.
 macro_rules! granting_script {
-    ($file:literal) => {
+    ($($file:literal),+) => {
         ::std::sync::LazyLock::new(|| {
             ::redis::Script::new(concat!(
                 include_str!("lua/fence.lua"),
-                include_str!(concat!("lua/", $file))
+                $(include_str!(concat!("lua/", $file))),+
             ))
         })
     };
@@ -72,8 +72,10 @@ impl Announcing {
     }
 }
 
-pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> = granting_script!("mutex_acquire.lua");
-pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> = announcing_script!("mutex_release.lua");
+pub(crate) static MUTEX_ACQUIRE: LazyLock<Script> =
+    granting_script!("mutex_value.lua", "mutex_acquire.lua");
+pub(crate) static MUTEX_RELEASE: LazyLock<Announcing> =
+    announcing_script!("mutex_value.lua", "mutex_release.lua");
 pub(crate) static MUTEX_EXTEND: LazyLock<Script> = script!("mutex_extend.lua");
 /// The batch renewal, after the helpers that only ever move an expiry later.
 pub(crate) static RENEW_BATCH: LazyLock<Script> = LazyLock::new(|| {
@@ -100,10 +102,7 @@ mod tests {
     use super::*;
 
     const LOCK: &str = "t:{n}:mutex";
-    const FENCE: &str = "t:{n}:fence";
     const WAITERS: &str = "t:{n}:mutex-waiters";
-    const LINE: &str = "t:{n}:mutex-line";
-    const HANDOFF: &str = "t:{n}:mutex-handoff";
     const WAKE: &str = "t:{n}:wake";
 
     async fn conn(server: &RedisServer) -> MultiplexedConnection {
@@ -128,10 +127,7 @@ mod tests {
     ) -> Vec<i64> {
         MUTEX_ACQUIRE
             .key(LOCK)
-            .key(FENCE)
             .key(WAITERS)
-            .key(LINE)
-            .key(HANDOFF)
             .arg(token)
             .arg(lease)
             .arg(60_000)
@@ -148,12 +144,11 @@ mod tests {
             .plain()
             .key(LOCK)
             .key(WAITERS)
-            .key(LINE)
-            .key(HANDOFF)
             .arg(token)
             .arg(WAKE)
             .arg("")
             .arg(200)
+            .arg(60_000)
             .invoke_async::<i64>(c)
             .await
             .expect("release")
@@ -161,10 +156,6 @@ mod tests {
 
     async fn waiters(c: &mut MultiplexedConnection) -> Vec<String> {
         members(c, WAITERS).await
-    }
-
-    async fn line(c: &mut MultiplexedConnection) -> Vec<String> {
-        members(c, LINE).await
     }
 
     async fn members(c: &mut MultiplexedConnection, key: &str) -> Vec<String> {
@@ -244,8 +235,6 @@ mod tests {
             .await
             .expect("get");
         assert_eq!(value, format!("tokA:{}:host-1", granted[1]));
-        let fence_ttl = pttl(&mut c, FENCE).await;
-        assert!(fence_ttl > 60_000 && fence_ttl <= 70_000, "{fence_ttl}");
 
         let retried = acquire(&mut c, "tokA:", 20_000).await;
         assert_eq!(retried, granted, "same token: same grant, same fence");
@@ -268,7 +257,6 @@ mod tests {
         let first = acquire(&mut c, "a:", 10_000).await[1];
         redis::cmd("DEL")
             .arg(LOCK)
-            .arg(FENCE)
             .exec_async(&mut c)
             .await
             .expect("del");
@@ -277,19 +265,24 @@ mod tests {
             second > first,
             "clock-based fences rise without the stored one"
         );
-        // A remembered fence ahead of the clock (a clock that stepped back) is respected.
+        // A release leaves the fence behind for the fence memory, and the next grant rises
+        // above it even when it is ahead of the clock (a clock that stepped back).
+        assert_eq!(release(&mut c, "b:").await, 1);
+        let left: String = redis::cmd("GET")
+            .arg(LOCK)
+            .query_async(&mut c)
+            .await
+            .expect("get");
+        assert_eq!(left, format!("~{second}"));
+        let ttl = pttl(&mut c, LOCK).await;
+        assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
         let ahead = second + 10_000_000;
         redis::cmd("SET")
-            .arg(FENCE)
-            .arg(ahead)
+            .arg(LOCK)
+            .arg(format!("~{ahead}"))
             .exec_async(&mut c)
             .await
             .expect("set");
-        redis::cmd("DEL")
-            .arg(LOCK)
-            .exec_async(&mut c)
-            .await
-            .expect("del");
         assert_eq!(acquire(&mut c, "c:", 10_000).await[1], ahead + 1);
     }
 
@@ -318,31 +311,21 @@ mod tests {
         assert_eq!(extend(&mut c, "a:").await, 1);
         assert!(pttl(&mut c, LOCK).await > 10_000);
 
-        let mut pubsub = redis::Client::open(server.url().as_str())
-            .expect("url")
-            .get_async_pubsub()
-            .await
-            .expect("pubsub");
-        pubsub.subscribe("t:{n}:wake").await.expect("subscribe");
-        assert_eq!(release(&mut c, "a:").await, 1);
-        let exists: i64 = redis::cmd("EXISTS")
+        // Nobody waited: the release announces nothing and leaves only the fence behind.
+        let mut r = c.clone();
+        let payloads = announced(&server, async move {
+            assert_eq!(release(&mut r, "a:").await, 1);
+        })
+        .await;
+        assert!(payloads.is_empty(), "{payloads:?}");
+        let left: String = redis::cmd("GET")
             .arg(LOCK)
             .query_async(&mut c)
             .await
-            .expect("exists");
-        assert_eq!(exists, 0);
-        let message = tokio::time::timeout(
-            std::time::Duration::from_secs(2),
-            std::future::poll_fn(|cx| {
-                futures_core::Stream::poll_next(std::pin::Pin::new(&mut pubsub.on_message()), cx)
-            }),
-        )
-        .await
-        .expect("release is announced");
-        assert_eq!(
-            message.map(|m| m.get_channel_name().to_owned()).as_deref(),
-            Some("t:{n}:wake")
-        );
+            .expect("get");
+        assert!(left.starts_with('~'), "{left}");
+        assert_eq!(release(&mut c, "a:").await, 0, "released already");
+        assert_eq!(extend(&mut c, "a:").await, 0, "released: nothing to extend");
     }
 
     #[tokio::test]
@@ -366,15 +349,19 @@ mod tests {
             "the list outlives its longest place: {ttl}"
         );
         // A waiter first in line whose place ended (it stopped trying) is skipped.
-        for key in [WAITERS, LINE] {
-            redis::cmd("ZADD")
-                .arg(key)
-                .arg(1)
-                .arg("gone:")
-                .exec_async(&mut c)
-                .await
-                .expect("zadd");
-        }
+        redis::cmd("ZADD")
+            .arg(WAITERS)
+            .arg(1)
+            .arg("gone:")
+            .exec_async(&mut c)
+            .await
+            .expect("zadd");
+        let marked: String = redis::cmd("GET")
+            .arg(LOCK)
+            .query_async(&mut c)
+            .await
+            .expect("get");
+        assert!(marked.contains('+'), "refusals mark the value: {marked}");
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -382,8 +369,7 @@ mod tests {
         })
         .await;
         assert_eq!(payloads, ["b:"], "one waiter woken, by its token");
-        assert_eq!(waiters(&mut c).await, ["c:"]);
-        assert_eq!(line(&mut c).await, ["b:", "c:"], "gone: left the line");
+        assert_eq!(waiters(&mut c).await, ["c:"], "gone: was dropped, b: woken");
 
         assert_eq!(
             acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
@@ -400,7 +386,6 @@ mod tests {
         .await;
         assert!(payloads.is_empty(), "{payloads:?}");
         assert!(waiters(&mut c).await.is_empty(), "c: left the list");
-        assert!(line(&mut c).await.is_empty(), "b: and c: left the line");
 
         let mut r = c.clone();
         let payloads = announced(&server, async move {
@@ -552,7 +537,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_lock_is_kept_for_a_woken_waiter_which_keeps_its_turn_if_late() {
+    async fn the_lock_is_kept_for_a_woken_waiter_which_waits_again_if_late() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
@@ -571,16 +556,9 @@ mod tests {
         // The lock is kept for b: a moment: another task asking now is refused.
         let kept = acquire(&mut c, "x:", 10_000).await;
         assert!(kept[0] == 0 && kept[1] > 0 && kept[1] <= 200, "{kept:?}");
-        // b: comes too late: the lock is free for anyone, another task takes it, and c: tries
-        // on its timer a few milliseconds before b: (places are scored by the server's
-        // milliseconds).
-        redis::cmd("PEXPIRE")
-            .arg(HANDOFF)
-            .arg(1)
-            .exec_async(&mut c)
-            .await
-            .expect("pexpire");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        // b: comes too late: the lock is free for anyone, another task takes it, and b: takes
+        // a new place, behind c:'s (places are scored by the server's milliseconds).
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         assert_eq!(acquire(&mut c, "x:", 10_000).await[0], 1);
         for waiter in ["c:", "b:"] {
             assert_eq!(
@@ -594,12 +572,12 @@ mod tests {
             assert_eq!(release(&mut r, "x:").await, 1);
         })
         .await;
-        assert_eq!(payloads, ["b:"], "b: keeps its turn");
+        assert_eq!(payloads, ["c:"], "the place that ends first");
         assert_eq!(
-            acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
+            acquire_waiting(&mut c, "c:", 10_000, 5_000, true).await[0],
             1
         );
-        assert_eq!(line(&mut c).await, ["c:"]);
+        assert_eq!(waiters(&mut c).await, ["b:"]);
     }
 
     #[tokio::test]

@@ -758,9 +758,15 @@ async fn f25_an_unlock_refused_for_waiters_keys_of_another_type_leaves_the_lock_
         .lock()
         .await
         .expect("lock");
+    // A waiter that gave up: the value is marked, so the unlock looks for waiters.
+    let waiter = c
+        .mutex_with_options("jobs", MutexOptions::default().wait_timeout(ms(300)))
+        .expect("name")
+        .lock()
+        .await;
+    assert!(matches!(waiter, Err(Error::Timeout { .. })), "{waiter:?}");
     let held = server.cli(&["GET", "relock:{jobs}:mutex"]);
     server.cli(&["SET", "relock:{jobs}:mutex-waiters", "not a zset"]);
-    server.cli(&["SET", "relock:{jobs}:mutex-line", "not a zset"]);
     let err = guard.unlock().await.expect_err("a string");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
     assert_eq!(

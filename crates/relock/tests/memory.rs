@@ -91,9 +91,11 @@ async fn every_key_expires_and_memory_per_hold_is_measured() -> Result<(), Error
 
     let guard = client.mutex(NAMES[0])?.lock().await?;
     measure("Mutex", NAMES[0]);
+    // A held mutex is one key, its fence inside its value.
+    assert_eq!(keys_of(&server, NAMES[0]).len(), 1);
     let waiter = other.mutex(NAMES[0])?;
     let waiting = tokio::spawn(async move { waiter.lock_timeout(LIMIT).await });
-    settle(&server, NAMES[0], 3).await;
+    settle(&server, NAMES[0], 2).await;
     measure("Mutex, one waiter", NAMES[0]);
     guard.unlock().await?;
     waiting.await.expect("the waiter")?.unlock().await?;
@@ -127,6 +129,9 @@ async fn every_key_expires_and_memory_per_hold_is_measured() -> Result<(), Error
         println!("{name}, released:");
         let (keys, bytes) = expiring(&server, name);
         println!("| {name} | {keys} | {bytes} |");
+        if name == NAMES[0] {
+            assert_eq!(keys, 1, "a released mutex leaves one key: its last fence");
+        }
     }
     Ok(())
 }

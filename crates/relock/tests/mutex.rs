@@ -161,9 +161,9 @@ async fn fences_strictly_increase_over_1000_grants_with_expiries_and_deletes() {
                 tokio::time::sleep(MIN_LEASE + ms(10)).await;
                 drop(guard);
             }
-            // Delete the lock and the remembered fence behind the client's back.
+            // Delete the lock, and with it the remembered fence, behind the client's back.
             1 => {
-                server.cli(&["DEL", "relock:{fenced}:mutex", "relock:{fenced}:fence"]);
+                server.cli(&["DEL", "relock:{fenced}:mutex"]);
                 drop(guard);
             }
             // Lose every key of the server.
@@ -394,7 +394,7 @@ async fn unlock_resent_after_a_timeout_reports_success() {
         .await
         .expect("task")
         .expect("a release whose reply was lost is still a release");
-    assert_eq!(server.cli(&["EXISTS", "relock:{slow-release}:mutex"]), "0");
+    assert!(!common::mutex_is_held(&server, "slow-release"));
 }
 
 #[tokio::test]
@@ -526,8 +526,9 @@ async fn a_key_of_another_type_is_a_typed_error() {
         .await
         .expect_err("wrong type");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
-    server.cli(&["DEL", "relock:{typed}:mutex"]);
-    server.cli(&["LPUSH", "relock:{typed}:fence", "x"]);
+    // Held by another owner, with a waiters' set of another type: a refused waiter's place.
+    server.cli(&["SET", "relock:{typed}:mutex", "other:1", "PX", "60000"]);
+    server.cli(&["LPUSH", "relock:{typed}:mutex-waiters", "x"]);
     let err = c
         .mutex("typed")
         .expect("name")
@@ -654,5 +655,5 @@ async fn an_acquire_resent_after_a_timeout_finds_its_own_grant() {
         .expect("the resend is answered with the first request's grant");
     assert!(guard.is_held());
     guard.unlock().await.expect("unlock");
-    assert_eq!(server.cli(&["EXISTS", "relock:{resent}:mutex"]), "0");
+    assert!(!common::mutex_is_held(&server, "resent"));
 }

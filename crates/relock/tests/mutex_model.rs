@@ -250,16 +250,18 @@ impl Case {
         })
     }
 
-    /// Each name's key exists exactly when the model has a holder for it.
+    /// Each name's key holds a lock exactly when the model has a holder for it (a released
+    /// one keeps only the name's last fence: `~<fence>`).
     async fn check_keys(&mut self) -> Result<(), TestCaseError> {
         for (i, name) in NAMES.iter().enumerate() {
-            let exists: bool = redis::cmd("EXISTS")
+            let value: Option<String> = redis::cmd("GET")
                 .arg(format!("relock:{{{name}}}:mutex"))
                 .query_async(&mut self.conn)
                 .await
                 .map_err(fail)?;
+            let held = value.is_some_and(|v| !v.starts_with('~'));
             prop_assert_eq!(
-                exists,
+                held,
                 self.model.holder[i].is_some(),
                 "key of {} against the model {:?}",
                 name,

@@ -46,8 +46,10 @@ fn mutex_key(name: &str) -> String {
     format!("relock:{{{name}}}:mutex")
 }
 
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cli(&["EXISTS", key]) == "1"
+/// Whether the mutex key `key` holds a lock (a released one keeps only the last fence, `~<fence>`).
+fn holds(server: &RedisServer, key: &str) -> bool {
+    let value = server.cli(&["GET", key]);
+    !value.is_empty() && !value.starts_with('~')
 }
 
 /// Retries `operation` while it fails with an unavailable error, until `limit`; returns the
@@ -102,7 +104,7 @@ async fn locks_through_the_sentinels_and_wakes_waiters() {
     let b = through(&group, quiet_waiters()).await;
 
     let guard = a.mutex("report").expect("name").lock().await.expect("lock");
-    assert!(blocking(|| exists(
+    assert!(blocking(|| holds(
         group.current_master(),
         &mutex_key("report")
     )));
@@ -158,7 +160,7 @@ async fn follows_the_new_master(
         let mutex = a.mutex(name.as_str()).expect("name");
         let (guard, _) = once_available(limit, || mutex.try_lock()).await;
         let guard = guard.expect("a lock after the failover");
-        let on_new_master = blocking(|| exists(new_master, &mutex_key(&name)));
+        let on_new_master = blocking(|| holds(new_master, &mutex_key(&name)));
         guard.unlock().await.expect("unlock after the failover");
         if on_new_master {
             break;
@@ -191,7 +193,7 @@ async fn hold_replicated(group: &SentinelGroup, client: &Client) -> relock::Mute
         .expect("lock");
     let replica = blocking(|| group.current_replica());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !blocking(|| exists(replica, &mutex_key("ledger"))) {
+    while !blocking(|| holds(replica, &mutex_key("ledger"))) {
         assert!(Instant::now() < deadline, "the replica never got the lock");
         tokio::time::sleep(ms(20)).await;
     }
@@ -274,7 +276,7 @@ async fn refused_unless_replicated(waiting: &Client, other: &Client, master: &Re
     }
     assert!(started.elapsed() >= ACK_TIMEOUT);
     assert!(
-        !blocking(|| exists(master, &mutex_key("payout"))),
+        !blocking(|| holds(master, &mutex_key("payout"))),
         "the refused grant is left on the master"
     );
     free_for(other).await;

@@ -3,14 +3,14 @@
 -- hash, KEYS[4] semaphore hash, KEYS[5] fair mutex key, KEYS[6] fair line,
 -- KEYS[7] fair places
 -- ARGV[1..6] wake channels: mutex, reentrant mutex, read-write readers,
--- read-write writers, semaphore, fair mutex
+-- read-write writers, semaphore, fair mutex; ARGV[7] fence memory ms
 -- Returns what it found before removing it: {server ms, mutex value or false,
 -- mutex pttl, reentrant fields (flat), reentrant pttl, read-write fields,
 -- semaphore fields, fair value or false, fair pttl, fair waiters with a live
--- place}.
+-- place}. A mutex's value forms: mutex_value.lua.
 -- Holds are removed; what waiters keep is not: a fair mutex's line, a
 -- read-write lock's waiting writers, a semaphore's total. The fence key is
--- never touched, so fences keep rising. A key of another type than its kind
+-- never touched, and a mutex leaves its fence behind, so fences keep rising. A key of another type than its kind
 -- uses is none of ours and is left alone.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -22,17 +22,6 @@ end
 local function absent_or(key, wanted)
   local found = redis.call('TYPE', key)['ok']
   return found == wanted or found == 'none'
-end
-
-local function take_string(key, channel)
-  if not of_type(key, 'string') then
-    return false, -2
-  end
-  local value = redis.call('GET', key)
-  local pttl = redis.call('PTTL', key)
-  redis.call('DEL', key)
-  redis.call(PUBLISH, channel, '')
-  return value, pttl
 end
 
 -- Deletes the fields for which `is_hold` is true; returns every field read.
@@ -51,7 +40,17 @@ local function take_fields(key, is_hold)
   return flat, removed
 end
 
-local mutex_value, mutex_pttl = take_string(KEYS[1], ARGV[1])
+-- A held mutex leaves its fence behind, as a release does; a released one is
+-- not held and stays as it is.
+local mutex_value, mutex_pttl = false, -2
+if of_type(KEYS[1], 'string') then
+  local value = redis.call('GET', KEYS[1])
+  if not is_released(value) then
+    mutex_value, mutex_pttl = value, redis.call('PTTL', KEYS[1])
+    leave_released(KEYS[1], fence_text(value), tonumber(ARGV[7]))
+    redis.call(PUBLISH, ARGV[1], '')
+  end
+end
 
 local reentrant, reentrant_pttl = {}, -2
 if of_type(KEYS[2], 'hash') then

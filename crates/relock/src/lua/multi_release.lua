@@ -1,7 +1,8 @@
--- Releases every name of a multi-lock still held by the caller, and wakes
--- each released name's waiters.
--- KEYS[1..n] the names' lock keys; ARGV[1] owner token,
--- ARGV[2..n+1] the names' wake channels, in the order of KEYS
+-- Releases every name of a multi-lock still held by the caller, leaving each
+-- name's last fence behind (mutex_value.lua), and wakes the waiters of each
+-- released name that someone waited for.
+-- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] fence memory
+-- ms, ARGV[3..n+2] the names' wake channels, in the order of KEYS
 -- Returns 1 every name was held and is released, 0 none was held by the
 -- caller any more, -1 only some were (those are released; the others had
 -- expired, been deleted or been taken).
@@ -12,8 +13,10 @@ local released = 0
 for i, key in ipairs(KEYS) do
   local held = redis.pcall('GET', key)
   if type(held) == 'string' and string.sub(held, 1, #token) == token then
-    redis.call('DEL', key)
-    redis.call(PUBLISH, ARGV[i + 1], '')
+    leave_released(key, fence_text(held), tonumber(ARGV[2]))
+    if is_marked(held) then
+      redis.call(PUBLISH, ARGV[i + 2], '')
+    end
     released = released + 1
   end
 end

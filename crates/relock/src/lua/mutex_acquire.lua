@@ -1,79 +1,80 @@
--- Takes a mutex if it is free and not promised to a woken waiter. A refused
+-- Takes a mutex if it is free and not kept for a woken waiter. A refused
 -- waiter takes (or keeps) a place among the lock's waiters, so that a release
--- can wake one of them by name instead of one in every waiting process.
--- KEYS[1] lock key, KEYS[2] fence key, KEYS[3] waiters (zset: waiter token ->
--- when its place ends, server ms), KEYS[4] line (zset: waiter token -> when it
--- first waited, server ms), KEYS[5] hand-off (the token of the waiter a
--- release woke, for as long as the lock is kept for it)
+-- can wake one of them by name instead of one in every waiting process, and
+-- marks the held value so that its release looks for one.
+-- KEYS[1] lock key, KEYS[2] waiters (zset: waiter token -> when its place
+-- ends, server ms), KEYS[3] on RedLock only: the fence key, where each
+-- master keeps the name's last fence apart from the lock for the fence memory
+-- after every grant (a RedLock grant raises it on a majority: fence_raise.lua)
 -- ARGV[1] owner token (ends with ':'), ARGV[2] lease ms,
 -- ARGV[3] fence memory ms (beyond the lease), ARGV[4] holder label ('' for none),
 -- ARGV[5] how long a place lasts without an attempt, ms ('0': take no place,
--- as try_lock), ARGV[6] '1' when this token was refused before and may have a
--- place to give up, else '0'
+-- as try_lock and RedLock), ARGV[6] '1' when this token was refused before and
+-- may have a place to give up, else '0'
 -- Returns {1, fence} when granted, {0, pttl} when held by another owner or
 -- kept for a woken waiter (pttl: until the lease or the hand-off ends).
--- The stored value is token .. fence [.. ':' .. label].
+-- Value forms: mutex_value.lua.
 local token = ARGV[1]
+local lease = tonumber(ARGV[2])
+local place = tonumber(ARGV[5])
+local refused_before = ARGV[6] == '1'
 
-local function leave_waiters()
-  if ARGV[6] == '1' then
-    redis.call('ZREM', KEYS[3], token)
-    redis.call('ZREM', KEYS[4], token)
-  end
-end
-
--- The list outlives its longest place: only lengthen its expiry (PTTL is -1
--- for a list that has none yet). Not PEXPIRE GT/NX, which Redis 6.2 lacks.
-local function outlive(key, place)
-  if redis.call('PTTL', key) < place then
-    redis.call('PEXPIRE', key, place)
-  end
-end
-
--- Refuses the attempt, which takes or renews its place; the line keeps when
--- the waiter first waited, so that one refused after a wake is still the
--- first to be woken, instead of going to the back.
-local function refuse(pttl)
-  local place = tonumber(ARGV[5])
+-- Refuses the attempt, which takes or renews its place.
+local function refuse(value, pttl, now)
   if place > 0 then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('ZADD', KEYS[3], now + place, token)
-    redis.call('ZADD', KEYS[4], 'NX', now, token)
-    outlive(KEYS[3], place)
-    outlive(KEYS[4], place)
+    redis.call('ZADD', KEYS[2], (now or server_ms()) + place, token)
+    -- Every place lasts as long, so the latest one ends last: the set lives
+    -- as long as its last place.
+    redis.call('PEXPIRE', KEYS[2], place)
+    if not is_released(value) and not is_marked(value) then
+      redis.call('SET', KEYS[1], marked(value), 'KEEPTTL')
+    end
   end
   return {0, pttl}
 end
 
-local held = redis.call('GET', KEYS[1])
-if held then
-  if string.sub(held, 1, #token) == token then
+local value = redis.call('GET', KEYS[1])
+if value and not is_released(value) then
+  if string.sub(value, 1, #token) == token then
     -- A retry of a grant whose reply was lost: answer it again, so retries
     -- after connection errors are idempotent.
-    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if redis.call('PTTL', KEYS[1]) < lease then
+      redis.call('PEXPIRE', KEYS[1], lease)
     end
-    leave_waiters()
-    return {1, tonumber(string.match(held, '^[^:]*:(%d+)'))}
+    if refused_before then
+      redis.call('ZREM', KEYS[2], token)
+    end
+    return {1, tonumber(fence_text(value))}
   end
-  return refuse(redis.call('PTTL', KEYS[1]))
+  return refuse(value, redis.call('PTTL', KEYS[1]))
 end
--- A free lock whose release woke a waiter is kept for that waiter a moment:
+
+-- Free. A lock whose release woke a waiter is kept for that waiter a moment:
 -- otherwise a task that asks again right after its release takes it first,
 -- every time, and the waiters never get their turn.
-local promised = redis.call('GET', KEYS[5])
-if promised and promised ~= token then
-  return refuse(redis.call('PTTL', KEYS[5]))
+local waiter, until_ms
+if value then
+  waiter, until_ms = promise(value)
+  if waiter and waiter ~= token then
+    local now = server_ms()
+    if until_ms > now then
+      return refuse(value, until_ms - now, now)
+    end
+  end
 end
-if promised then
-  redis.call('DEL', KEYS[5])
+-- The release that woke this waiter took its place already; a waiter that
+-- was refused before leaves its place.
+if refused_before and waiter ~= token then
+  redis.call('ZREM', KEYS[2], token)
 end
-leave_waiters()
-local fence, text = next_fence(KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
-local value = token .. text
-if ARGV[4] ~= '' then
-  value = value .. ':' .. ARGV[4]
+local fence, text
+if KEYS[3] then
+  fence, text = next_fence(KEYS[3], lease + tonumber(ARGV[3]))
+else
+  fence, text = fence_after(value and tonumber(fence_text(value)))
 end
-redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+-- A grant that came after a wait, or after a hand-off, marks its value: other
+-- waiters are likely still there, and its release then looks for them.
+local waited = refused_before or waiter ~= nil
+redis.call('SET', KEYS[1], held_value(token, text, waited, ARGV[4]), 'PX', lease)
 return {1, fence}

@@ -4,9 +4,10 @@
 -- KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] 'exactly'
 -- (optional) to set the lease to ARGV[2] ms even if that shortens it: only for
 -- a grant being given up, whose guard claims nothing afterwards
--- Returns 1 extended, 0 the key is gone, -1 another owner holds it.
+-- Returns 1 extended, 0 the lock is free (gone or released), -1 another owner
+-- holds it.
 local held = redis.call('GET', KEYS[1])
-if not held then
+if not held or string.sub(held, 1, 1) == '~' then
   return 0
 end
 if string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then

@@ -1,73 +1,76 @@
--- Releases a mutex if the caller owns it, or gives up the caller's place among
--- the waiters; then, if the lock is free, wakes one waiter.
--- KEYS[1] lock key, KEYS[2] waiters, KEYS[3] line, KEYS[4] hand-off (see
--- mutex_acquire.lua)
+-- Releases a mutex if the caller owns it, leaving the name's last fence behind
+-- (mutex_value.lua), or gives up the caller's place among the waiters; then,
+-- if someone waits, wakes one waiter and keeps the lock for it a moment.
+-- KEYS[1] lock key, KEYS[2] waiters (see mutex_acquire.lua)
 -- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] announcement: '' to wake
--- the first waiter in line whose place has not ended; on RedLock, where no
--- master keeps places, '~' and the token, so that waiters hearing it from
--- several masters count it once; ARGV[4] how long the lock is kept for the
--- woken waiter, ms
--- Returns 1 released, 0 the key is gone, -1 another owner holds it.
+-- the first waiter whose place has not ended; on RedLock, where no master
+-- keeps places, '~' and the token, so that waiters hearing it from several
+-- masters count it once; ARGV[4] how long the lock is kept for the woken
+-- waiter, ms; ARGV[5] fence memory ms
+-- Returns 1 released, 0 the caller does not hold it and it is free, -1 another
+-- owner holds it.
 local token = ARGV[1]
+local memory = tonumber(ARGV[5])
 
--- Wakes the first waiter in line whose place has not ended, by its token, and
--- keeps the lock for it for ARGV[4] ms. It takes the waiter's place but not its
--- turn: refused again, it takes a new place and is still first; gone, it is not
--- woken again. Waiters whose place ended leave the line. With none, wakes one
--- waiter in each process (waiters without a place: a multi-lock's).
-local function wake_next()
-  if ARGV[3] ~= '' then
-    redis.call(PUBLISH, ARGV[2], ARGV[3])
-    return
-  end
+-- Wakes the waiter whose place ends first, by its token, and keeps the lock
+-- for it for ARGV[4] ms: that is the waiter that took or renewed its place
+-- the longest ago. Waiters whose place ended are dropped on the way. With
+-- none, wakes one waiter in each process (waiters without a place: a
+-- multi-lock's). `fence` is nil when the key is gone: then nothing is left
+-- behind unless a waiter is woken.
+local function wake_next(fence)
   local now
-  -- Bounded: each pass removes one waiter from the line, or wakes one.
+  -- Bounded: each pass drops one waiter, or wakes one.
   for _ = 1, 16 do
-    local first = redis.call('ZRANGE', KEYS[3], 0, 0)
+    local first = redis.call('ZPOPMIN', KEYS[2])
     if #first == 0 then
       break
     end
-    local waiter = first[1]
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local ends = tonumber(redis.call('ZSCORE', KEYS[2], waiter))
-    redis.call('ZREM', KEYS[2], waiter)
-    if waiter ~= token and ends and ends > now then
-      redis.call('SET', KEYS[4], waiter, 'PX', ARGV[4])
+    local waiter, ends = first[1], tonumber(first[2])
+    now = now or server_ms()
+    if waiter ~= token and ends > now then
+      local hand_off = tonumber(ARGV[4])
+      leave_released(KEYS[1], fence, math.max(memory, hand_off), waiter, now + hand_off)
       redis.call(PUBLISH, ARGV[2], waiter)
       return
     end
-    redis.call('ZREM', KEYS[3], waiter)
+  end
+  if fence then
+    leave_released(KEYS[1], fence, memory)
   end
   redis.call(PUBLISH, ARGV[2], '')
 end
 
--- A waiter giving up: it no longer wants a wake, nor its turn.
-local function leave_waiters()
-  redis.call('ZREM', KEYS[2], token)
-  redis.call('ZREM', KEYS[3], token)
-end
-
-local held = redis.call('GET', KEYS[1])
-if held and string.sub(held, 1, #token) ~= token then
-  leave_waiters()
-  return -1
-end
-if not held then
-  -- A waiter giving up, or a holder whose lease ended. The lock is free, and a
-  -- wake meant for this token may be lost with it: pass it on. (On RedLock a
-  -- refused attempt releases every master; waking there would wake a waiter
-  -- per refusal.)
-  leave_waiters()
-  if ARGV[3] == '' then
-    wake_next()
+local value = redis.call('GET', KEYS[1])
+if value and not is_released(value) then
+  if string.sub(value, 1, #token) ~= token then
+    -- A waiter giving up while another owner holds the lock.
+    redis.call('ZREM', KEYS[2], token)
+    return -1
   end
-  return 0
+  if ARGV[3] ~= '' then
+    -- RedLock keeps the name's fence in the fence key.
+    redis.call('DEL', KEYS[1])
+    redis.call(PUBLISH, ARGV[2], ARGV[3])
+  elseif is_marked(value) then
+    wake_next(fence_text(value))
+  else
+    leave_released(KEYS[1], fence_text(value), memory)
+  end
+  return 1
 end
--- Wake first: a waiters key of another type fails the script here, before the
--- lock is freed, so an error never reports a release that happened.
-wake_next()
-redis.call('DEL', KEYS[1])
-return 1
+-- A waiter giving up, or a holder whose lease ended. The lock is free, and a
+-- wake meant for this token may be lost with it: pass it on, unless it is
+-- kept for another waiter. (On RedLock a refused attempt releases every
+-- master; waking there would wake a waiter per refusal.)
+redis.call('ZREM', KEYS[2], token)
+if ARGV[3] == '' then
+  local waiter, until_ms
+  if value then
+    waiter, until_ms = promise(value)
+  end
+  if not waiter or waiter == token or until_ms <= server_ms() then
+    wake_next(value and fence_text(value))
+  end
+end
+return 0

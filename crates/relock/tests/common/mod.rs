@@ -13,6 +13,13 @@ use relock_testkit::process::Workers;
 use relock_testkit::RedisServer;
 use tokio::task::JoinSet;
 
+/// Whether the mutex `name` (under the default prefix) is held: a released one keeps only the
+/// name's last fence in its key, `~<fence>`.
+pub fn mutex_is_held(server: &RedisServer, name: &str) -> bool {
+    let value = server.cli(&["GET", &format!("relock:{{{name}}}:mutex")]);
+    !value.is_empty() && !value.starts_with('~')
+}
+
 /// The Redis URL a multi-process test's orchestrator hands its workers.
 pub const URL_ENV: &str = "RELOCK_TEST_REDIS_URL";
 /// How many tasks each worker process runs.
