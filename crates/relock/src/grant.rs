@@ -150,19 +150,32 @@ async fn wait_for_grant<R: Resource>(
     let started = Instant::now();
     let deadline = timeout.and_then(|t| started.checked_add(t));
     let mut attempt = Attempt::new(resource)?;
-    if let Reply::Granted { fences, sent_at } = attempt.send_through_outage(deadline).await? {
-        return attempt.hold(fences, sent_at).await;
-    }
-    acquiring.found_held();
-    // Subscribe before the next attempt: a release between that attempt and the wait below is
-    // then announced to this waiter instead of lost.
-    let waiters = Waiters::register(resource, resource.wake_target(&attempt.token)).await;
+    let notifier = &resource.shared().notifier;
+    // Register before the attempt, so that a release between the attempt and the wait below is
+    // announced to this waiter instead of lost. A name this client is not listening to is
+    // tried once first: most locks are free, and a subscription costs a round trip; one it
+    // listens to already (a task of it waited there a moment ago) needs no second try.
+    let target = resource.wake_target(&attempt.token);
+    let mut found_held = false;
+    let waiters = if resource.wake_channels().all(|c| notifier.listens_to(c)) {
+        Waiters::register(resource, target).await
+    } else {
+        if let Reply::Granted { fences, sent_at } = attempt.send_through_outage(deadline).await? {
+            return attempt.hold(fences, sent_at).await;
+        }
+        acquiring.found_held();
+        found_held = true;
+        Waiters::register(resource, target).await
+    };
     let mut woken_by = None;
     loop {
         let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
             Reply::Held { remaining } => remaining,
         };
+        if !std::mem::replace(&mut found_held, true) {
+            acquiring.found_held();
+        }
         if let Some(waiter) = woken_by.take() {
             waiters.refused_after_wake(waiter);
         }

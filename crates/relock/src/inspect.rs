@@ -137,8 +137,11 @@ pub struct LockInfo {
     /// How long the lease still runs, the longest of the holds' where each has its own;
     /// `None` when the key has no expiry.
     pub remaining: Option<Duration>,
-    /// How many clients (processes, usually) wait for a release of this lock: subscriptions
-    /// to its wake channels (for a read-write lock, its readers' and writers' are added up).
+    /// How many clients (processes, usually) listen for a release of this lock: subscriptions
+    /// to its wake channels (for a read-write lock, its readers' and writers' are added up). A
+    /// client stays subscribed a few wake fallbacks after its last waiter of the name left, so
+    /// that its next wait there starts at once; [`queued`](LockInfo::queued) counts the waiters
+    /// themselves where Redis records them.
     pub waiting_clients: u64,
     /// Waiters recorded in Redis: a mutex's waiters with a place, a fair mutex's waiters in
     /// line, a read-write lock's writers waiting with preference. `None` for the kinds that

@@ -37,6 +37,7 @@ use redis::Value;
 #[cfg(feature = "cluster")]
 use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "cluster")]
@@ -78,6 +79,9 @@ struct Registry {
     /// The latest `~` payloads seen, so that a release announced by several masters wakes one
     /// waiter, not one per master.
     announced: VecDeque<Vec<u8>>,
+    /// Per source, the channels its connection is subscribed to right now: a waiter registered
+    /// on one of them hears every release from then on, without waiting for a subscription.
+    listening: Vec<HashSet<Vec<u8>>>,
 }
 
 /// How many `~` payloads are remembered: far more than releases arrive within the spread of
@@ -118,6 +122,10 @@ pub(crate) struct Timing {
     /// How long a connection may stay quiet while anyone waits before it is pinged: one wake
     /// fallback, the delay a lost message costs a waiter anyway.
     ping_after: Duration,
+    /// How long a channel stays subscribed after its last waiter left: as long as a waiter's
+    /// place lasts, so that a task that waits on the same name again soon finds it subscribed
+    /// and needs neither a subscription nor a try before it.
+    linger: Duration,
 }
 
 impl Timing {
@@ -128,6 +136,7 @@ impl Timing {
                 .saturating_add(options.response_timeout),
             reply_within: options.response_timeout,
             ping_after: options.wake_fallback,
+            linger: Duration::from_millis(options.place_ms()),
         }
     }
 }
@@ -149,13 +158,17 @@ impl Notifier {
     /// Starts one task per source, all waking the same waiters. Each connects on the first
     /// subscription and ends with the client.
     pub(crate) fn spawn_all(sources: Vec<Source>, timing: Timing) -> Arc<Notifier> {
-        let registry = Arc::new(StdMutex::new(Registry::default()));
+        let registry = Arc::new(StdMutex::new(Registry {
+            listening: vec![HashSet::new(); sources.len()],
+            ..Registry::default()
+        }));
         let stop = CancellationToken::new();
         let requests = sources
             .into_iter()
-            .map(|source| {
+            .enumerate()
+            .map(|(index, source)| {
                 let (requests, rx) = mpsc::unbounded_channel();
-                let task = run(source, timing, Arc::clone(&registry), rx);
+                let task = run(source, index, timing, Arc::clone(&registry), rx);
                 tokio::spawn(stop.clone().run_until_cancelled_owned(task));
                 requests
             })
@@ -172,6 +185,15 @@ impl Notifier {
     /// retry timer alone.
     pub(crate) fn stop(&self) {
         self.stop.cancel();
+    }
+
+    /// Whether a connection is subscribed to `channel` right now (a waiter of this client
+    /// waits on it, or did a moment ago): a waiter registered on it hears the next release.
+    pub(crate) fn listens_to(&self, channel: &[u8]) -> bool {
+        lock(&self.registry)
+            .listening
+            .iter()
+            .any(|channels| channels.contains(channel))
     }
 
     /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a
@@ -439,6 +461,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 async fn run(
     source: Source,
+    index: usize,
     timing: Timing,
     registry: Arc<StdMutex<Registry>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
@@ -446,7 +469,10 @@ async fn run(
     let mut conn: Option<Connection> = None;
     let mut backoff = RECONNECT_MIN;
     let mut moves = source.moves();
+    // Channels nobody waits on any more, still subscribed until the instant given.
+    let mut lingering: HashMap<Vec<u8>, Instant> = HashMap::new();
     loop {
+        show_listening(&registry, index, conn.as_ref());
         // Reconnect in the background while anyone waits, so that a dropped connection does
         // not leave waiters on their fallback timers for longer than needed.
         let wanted = !lock(&registry).channels.is_empty();
@@ -472,7 +498,15 @@ async fn run(
                 tokio::time::sleep(backoff).await;
                 Step::Reconnect
             });
-            race::first([request as Branch<'_, _>, moved, event, quiet, retry]).await
+            let first_lingering = lingering.values().min().copied();
+            let linger = pin!(async {
+                let Some(until) = first_lingering else {
+                    return std::future::pending().await;
+                };
+                tokio::time::sleep_until(until).await;
+                Step::Lingered
+            });
+            race::first([request as Branch<'_, _>, moved, event, quiet, retry, linger]).await
         };
         match step {
             Step::Request(request) => {
@@ -482,6 +516,7 @@ async fn run(
                 }
                 match request {
                     Request::Subscribe(channel, confirmed) => {
+                        lingering.remove(&channel);
                         let ok = match conn.as_mut() {
                             Some(c) => subscribe(c, &channel).await,
                             None => false,
@@ -492,12 +527,7 @@ async fn run(
                         let _ = confirmed.send(ok);
                     }
                     Request::Unsubscribe(channel) => {
-                        let still_wanted = lock(&registry).channels.contains_key(&channel);
-                        if let (Some(c), false) = (conn.as_mut(), still_wanted) {
-                            if !unsubscribe(c, &channel).await {
-                                conn = None;
-                            }
-                        }
+                        lingering.insert(channel, Instant::now() + timing.linger);
                     }
                 }
             }
@@ -532,6 +562,23 @@ async fn run(
                     }
                 }
             }
+            Step::Lingered => {
+                let now = Instant::now();
+                let ended: Vec<Vec<u8>> = lingering
+                    .iter()
+                    .filter(|(_, until)| **until <= now)
+                    .map(|(channel, _)| channel.clone())
+                    .collect();
+                for channel in ended {
+                    lingering.remove(&channel);
+                    let still_wanted = lock(&registry).channels.contains_key(&channel);
+                    if let (Some(c), false) = (conn.as_mut(), still_wanted) {
+                        if !unsubscribe(c, &channel).await {
+                            conn = None;
+                        }
+                    }
+                }
+            }
             Step::Reconnect => {
                 conn = reconnect(&source, timing, &registry).await;
                 if conn.is_some() {
@@ -558,6 +605,21 @@ enum Step {
     Quiet,
     /// Time to try connecting again, for the waiters still registered.
     Reconnect,
+    /// A channel nobody waits on has lingered long enough: time to unsubscribe.
+    Lingered,
+}
+
+/// Tells waiters which channels source `index` is subscribed to now.
+fn show_listening(registry: &StdMutex<Registry>, index: usize, conn: Option<&Connection>) {
+    let mut registry = lock(registry);
+    let Some(listening) = registry.listening.get_mut(index) else {
+        return;
+    };
+    match conn {
+        Some(conn) if *listening != conn.subscribed => listening.clone_from(&conn.subscribed),
+        None if !listening.is_empty() => listening.clear(),
+        _ => {}
+    }
 }
 
 /// A new connection subscribed to every channel that has waiters, or `None` when it could not

@@ -316,8 +316,9 @@ async fn a_waiter_that_gives_up_leaves_its_place_so_the_next_release_wakes_anoth
     waiters_settle(&holder, "turn", 2, 2).await;
     quitting.abort();
     assert!(quitting.await.is_err(), "aborted while waiting");
-    // Its place goes with it (the stayer's place and subscription remain).
-    waiters_settle(&holder, "turn", 1, 1).await;
+    // Its place goes with it (the stayer's place remains; both subscriptions do, the quitter's
+    // for a while in case its client waits on the name again).
+    waiters_settle(&holder, "turn", 1, 2).await;
 
     let released = Instant::now();
     held.unlock().await.expect("unlock");
@@ -466,6 +467,62 @@ async fn each_release_hands_over_to_one_of_16_waiters_without_the_fallback_timer
         evalsha <= 16 + 16 * 4,
         "{evalsha} script calls: waiters stampede"
     );
+}
+
+/// One wait on a held lock by `waiter`: the script calls and subscriptions the server saw from
+/// the wait's start to its grant, the holder's release included.
+async fn one_wait(
+    server: &RedisServer,
+    holder: &relock::Client,
+    waiter: &relock::Client,
+) -> (u64, u64) {
+    let fixed = fixed(Duration::from_secs(30));
+    let held = holder
+        .mutex_with_options("again", fixed.clone())
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let (evalsha, subscribe) = (
+        command_calls(server, "evalsha"),
+        command_calls(server, "subscribe"),
+    );
+    let mutex = waiter.mutex_with_options("again", fixed).expect("name");
+    let waiting = tokio::spawn(async move { mutex.lock().await });
+    waiters_settle(holder, "again", 1, 1).await;
+    held.unlock().await.expect("unlock");
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken by the release")
+        .expect("task")
+        .expect("lock");
+    let counts = (
+        command_calls(server, "evalsha") - evalsha,
+        command_calls(server, "subscribe") - subscribe,
+    );
+    guard.unlock().await.expect("unlock");
+    counts
+}
+
+#[tokio::test]
+async fn a_client_that_waited_on_a_name_a_moment_ago_waits_again_with_one_attempt() {
+    let server = RedisServer::start();
+    // A long fallback: every wake below comes from a release.
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let holder = client_with(&server, options.clone()).await;
+    let waiter = client_with(&server, options).await;
+    // Load the scripts, so that no call below is a reload after NOSCRIPT.
+    let warm = holder
+        .mutex("warm")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    warm.unlock().await.expect("unlock");
+    // The first wait tries, subscribes, tries again, and takes the lock after the release.
+    assert_eq!(one_wait(&server, &holder, &waiter).await, (4, 1));
+    // The subscription outlived the wait: the next one tries once before the release.
+    assert_eq!(one_wait(&server, &holder, &waiter).await, (3, 0));
 }
 
 #[tokio::test]
