@@ -23,9 +23,9 @@ use crate::token::random_id;
 /// A connection to Redis and the background work every lock made from it shares.
 ///
 /// One `Client` per process is the intended use: it holds one multiplexed connection for lock
-/// commands, one pub/sub connection (opened on first contention) for release notifications,
-/// and one task that renews every renewed lease in batches and runs the releases of dropped
-/// guards. Cloning is cheap and shares all of it. Commands are never retried silently except
+/// commands, one pub/sub connection (opened in the background as the client is made) for
+/// release notifications, and one task that renews every renewed lease in batches and runs the
+/// releases of dropped guards. Cloning is cheap and shares all of it. Commands are never retried silently except
 /// where the lock token makes a retry idempotent; the connection reconnects in the background
 /// after a failure.
 ///

@@ -146,8 +146,9 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    /// Starts one task per source, all waking the same waiters. Each connects on the first
-    /// subscription and ends with the client.
+    /// Starts one task per source, all waking the same waiters. Each opens its connection at
+    /// once, in the background (or, if that fails, at the next subscription), and ends with
+    /// the client.
     pub(crate) fn spawn_all(sources: Vec<Source>, timing: Timing) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry::default()));
         let stop = CancellationToken::new();
@@ -443,7 +444,10 @@ async fn run(
     registry: Arc<StdMutex<Registry>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
 ) {
-    let mut conn: Option<Connection> = None;
+    // Opened with the client, so that the first contended wait only subscribes: a connect
+    // there would delay the wait by a connection's round trips, on the path a release is
+    // announced on. If it fails, the first subscription tries again, as after a drop.
+    let mut conn: Option<Connection> = connect(&source, timing).await;
     let mut backoff = RECONNECT_MIN;
     let mut moves = source.moves();
     loop {
