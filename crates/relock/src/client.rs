@@ -6,7 +6,6 @@ use std::sync::Arc;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
-use crate::conn::Conn;
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::holds::{Holds, Registered};
@@ -17,8 +16,9 @@ use crate::notify::{Notifier, Source, Timing};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
-use crate::server::{self, Server};
 use crate::token::random_id;
+use crate::transport::conn::Conn;
+use crate::transport::server::{self, Server};
 
 /// A connection to Redis and the background work every lock made from it shares.
 ///

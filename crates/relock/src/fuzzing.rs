@@ -23,7 +23,7 @@ pub fn open_redlock(masters: &[&str], options: &ClientOptions) -> Result<()> {
 /// What [`Client::connect_cluster_with_options`](crate::Client::connect_cluster_with_options)
 /// does with `nodes` and `options` before it connects.
 pub fn open_cluster(nodes: &[&str], options: &ClientOptions) -> Result<()> {
-    crate::cluster::cluster_nodes(nodes.iter().copied(), options).map(drop)
+    crate::transport::cluster::cluster_nodes(nodes.iter().copied(), options).map(drop)
 }
 
 /// What [`Client::connect_sentinel_with_options`](crate::Client::connect_sentinel_with_options)
@@ -34,8 +34,13 @@ pub fn open_sentinel(
     nodes: &SentinelOptions,
     options: &ClientOptions,
 ) -> Result<()> {
-    crate::sentinel::sentinel_resolver(sentinels.iter().copied(), service_name, nodes, options)
-        .map(drop)
+    crate::transport::sentinel::sentinel_resolver(
+        sentinels.iter().copied(),
+        service_name,
+        nodes,
+        options,
+    )
+    .map(drop)
 }
 
 /// The key `<prefix>{<name>}:<suffix>` of a lock, after the checks a client makes on its

@@ -9,8 +9,6 @@
 pub mod blocking;
 mod check;
 mod client;
-mod cluster;
-mod conn;
 mod election;
 mod error;
 mod fair;
@@ -38,9 +36,8 @@ mod reentrant;
 mod rwlock;
 mod scripts;
 mod semaphore;
-mod sentinel;
-mod server;
 mod token;
+mod transport;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
@@ -56,8 +53,8 @@ pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
 pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
-pub use sentinel::SentinelOptions;
 pub use token::Fence;
+pub use transport::sentinel::SentinelOptions;
 
 /// Long-form documentation that belongs to no single type.
 pub mod topics {

@@ -39,14 +39,14 @@ use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-#[cfg(feature = "cluster")]
-use crate::cluster::ClusterSource;
-#[cfg(feature = "cluster")]
-use crate::conn::Announce;
 use crate::options::ClientOptions;
 use crate::race::{self, Branch};
+#[cfg(feature = "cluster")]
+use crate::transport::cluster::ClusterSource;
+#[cfg(feature = "cluster")]
+use crate::transport::conn::Announce;
 #[cfg(feature = "sentinel")]
-use crate::sentinel::SentinelConn;
+use crate::transport::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,7 +11,6 @@ use redis::{IntoConnectionInfo, ScriptInvocation};
 use tokio::time::Instant;
 
 use crate::client::{addresses, check_access, Client};
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::grant::{release_in_background, Reply, Resource};
 use crate::keeper::Release;
@@ -19,8 +18,9 @@ use crate::lease::{valid_until, LeaseState, Lost};
 use crate::notify::Source;
 use crate::options::ClientOptions;
 use crate::quorum::Quorum;
-use crate::server::{self, Server};
 use crate::token::{Fence, OwnerToken};
+use crate::transport::conn::Conn;
+use crate::transport::server::{self, Server};
 
 impl Client {
     /// Connects to several independent Redis masters for RedLock, with default options.

@@ -14,8 +14,6 @@ use redis::IntoConnectionInfo;
 use redis::ProtocolVersion;
 
 use crate::client::{addresses, Client};
-#[cfg(feature = "cluster")]
-use crate::conn::{Announce, Conn};
 #[cfg(not(feature = "cluster"))]
 use crate::error::Error;
 use crate::error::Result;
@@ -23,7 +21,9 @@ use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
 #[cfg(feature = "cluster")]
-use crate::server;
+use crate::transport::conn::{Announce, Conn};
+#[cfg(feature = "cluster")]
+use crate::transport::server;
 
 impl Client {
     /// Connects to a Redis Cluster with default options. See

@@ -17,8 +17,6 @@ use redis::IntoConnectionInfo;
 use redis::{AsyncConnectionConfig, ConnectionInfo, RedisConnectionInfo};
 
 use crate::client::{addresses, Client};
-#[cfg(feature = "sentinel")]
-use crate::conn::Conn;
 #[cfg(not(feature = "sentinel"))]
 use crate::error::Error;
 use crate::error::Result;
@@ -26,7 +24,9 @@ use crate::error::Result;
 use crate::notify::Source;
 use crate::options::ClientOptions;
 #[cfg(feature = "sentinel")]
-use crate::server;
+use crate::transport::conn::Conn;
+#[cfg(feature = "sentinel")]
+use crate::transport::server;
 
 #[cfg(feature = "sentinel")]
 pub(crate) use master::SentinelConn;
@@ -34,8 +34,8 @@ pub(crate) use master::SentinelConn;
 /// How a [`Client`] connected through Sentinel authenticates to the master the sentinels name;
 /// and the guide to Sentinel and to waiting for replicas.
 ///
-#[doc = include_str!("../docs/rustdoc-links.md")]
-#[doc = include_str!("../docs/sentinel.md")]
+#[doc = include_str!("../../docs/rustdoc-links.md")]
+#[doc = include_str!("../../docs/sentinel.md")]
 ///
 /// # Examples
 ///
