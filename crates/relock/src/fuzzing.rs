@@ -11,13 +11,13 @@ use crate::{ClientOptions, Lease, Result, SentinelOptions};
 /// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with `url`
 /// and `options` before it connects.
 pub fn open_single(url: &str, options: &ClientOptions) -> Result<()> {
-    crate::client::single_server(url, options).map(drop)
+    crate::transport::single_server(url, options).map(drop)
 }
 
 /// What [`Client::connect_redlock_with_options`](crate::Client::connect_redlock_with_options)
 /// does with `masters` and `options` before it connects.
 pub fn open_redlock(masters: &[&str], options: &ClientOptions) -> Result<()> {
-    crate::redlock::master_servers(masters.iter().copied(), options).map(drop)
+    crate::connect::redlock::master_servers(masters.iter().copied(), options).map(drop)
 }
 
 /// What [`Client::connect_cluster_with_options`](crate::Client::connect_cluster_with_options)

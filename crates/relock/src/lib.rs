@@ -9,6 +9,7 @@
 pub mod blocking;
 mod check;
 mod client;
+mod connect;
 mod election;
 mod error;
 mod fair;
