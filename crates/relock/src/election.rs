@@ -17,7 +17,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::ScriptInvocation;
 use tokio::time::Instant;
 
-use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -29,6 +28,7 @@ use crate::race::{self, Either};
 use crate::scripts::{
     ELECTION_ACQUIRE, ELECTION_LEADER, ELECTION_PROCLAIM, ELECTION_RELEASE, MUTEX_EXTEND,
 };
+use crate::shared::Shared;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
 /// The first pause of [`Election::lead`] after a failed campaign or a lost leadership; it

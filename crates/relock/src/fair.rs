@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use crate::client::{Client, Shared};
+use crate::client::Client;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -16,6 +16,7 @@ use crate::lease::Lost;
 use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, Announcing, MUTEX_EXTEND};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Announcing> = announcing_script!("fence.lua", "fair_acquire.lua");

@@ -17,7 +17,6 @@ use std::time::Duration;
 use redis::ScriptInvocation;
 use tokio::time::Instant;
 
-use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
@@ -26,6 +25,7 @@ use crate::observe::{self, Acquiring, Hold};
 use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck, MIN_LEASE};
 use crate::race::{self, Branch, Either};
 use crate::redlock;
+use crate::shared::Shared;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 use crate::transport::conn::Conn;
 

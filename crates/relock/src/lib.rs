@@ -37,6 +37,7 @@ mod reentrant;
 mod rwlock;
 mod scripts;
 mod semaphore;
+mod shared;
 mod token;
 mod transport;
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use crate::client::Shared;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -16,6 +15,7 @@ use crate::lease::Lost;
 use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 /// How long a released lock is kept for the waiter the release woke, in ms: time for the wake

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -15,6 +15,7 @@ use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, granting_script, script, Announcing};
+use crate::shared::Shared;
 use crate::token::{random_id, Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Script> = granting_script!("rmutex_acquire.lua");

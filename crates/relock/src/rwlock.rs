@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -17,6 +17,7 @@ use crate::lease::Lost;
 use crate::options::Lease;
 use crate::reentrant::Holder;
 use crate::scripts::{announcing_script, Announcing};
+use crate::shared::Shared;
 use crate::token::{random_id, Fence, OwnerToken};
 
 // Each script starts with the helpers that read and tidy the lock's hash; the granting one with
