@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -87,65 +86,8 @@ struct Inner {
     place_ms: u64,
 }
 
-impl Client {
-    /// A fair distributed mutex named `name`, with the client's default lease and no wait
-    /// limit.
-    ///
-    /// Making the handle talks to nobody. Names are bytes, as for [`Client::mutex`]; a fair
-    /// mutex and a [`Mutex`](crate::Mutex) of the same name are different locks.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let turns = client.fair_mutex("printer")?;
-    /// # let _ = turns;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fair_mutex(&self, name: impl AsRef<[u8]>) -> Result<FairMutex> {
-        self.fair_mutex_with_options(name, MutexOptions::default())
-    }
-
-    /// A fair distributed mutex with its own options. See [`Client::fair_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::fair_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// use std::time::Duration;
-    /// use relock::MutexOptions;
-    ///
-    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(30));
-    /// let turns = client.fair_mutex_with_options("printer", options)?;
-    /// # let _ = turns;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fair_mutex_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: MutexOptions,
-    ) -> Result<FairMutex> {
-        self.shared.require_single("FairMutex")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        FairMutex::new(Arc::clone(&self.shared), keys, options)
-    }
-}
-
 impl FairMutex {
-    fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
+    pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -43,7 +42,7 @@ const NAMES_SHOWN: usize = 8;
 /// it waits for the rest. Use it where one operation touches several resources that each have
 /// their own lock (a transfer between two accounts, a job over several shards). The names are
 /// given as bytes; a name given twice is locked once (see
-/// [`Client::multi_mutex`]).
+/// [`Client::multi_mutex`](crate::Client::multi_mutex)).
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
@@ -96,7 +95,7 @@ struct Inner {
 }
 
 impl MultiMutex {
-    fn new<I>(shared: Arc<Shared>, names: I, options: MutexOptions) -> Result<Self>
+    pub(crate) fn new<I>(shared: Arc<Shared>, names: I, options: MutexOptions) -> Result<Self>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
@@ -601,61 +600,6 @@ impl fmt::Debug for MultiMutexGuard {
             .field("fences", &self.fences().collect::<Vec<_>>())
             .field("held", &self.is_held())
             .finish()
-    }
-}
-
-impl Client {
-    /// A lock of several [`Mutex`](crate::Mutex) names taken together, all or none, with the
-    /// client's default lease and no wait limit.
-    ///
-    /// Names are bytes, each as for [`Client::mutex`]. A name given more than once is locked
-    /// once: the lock has each distinct name once, in the order of first appearance, so
-    /// locking both accounts of a transfer works when they are the same account. Making the
-    /// handle talks to nobody.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for no names, more than
-    /// [`MAX_MULTI_NAMES`] names, or an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let transfer = client.multi_mutex(["account:17", "account:42"])?;
-    /// assert_eq!(client.multi_mutex(["a", "a"])?.names().count(), 1);
-    /// assert!(client.multi_mutex(Vec::<String>::new()).is_err());
-    /// # let _ = transfer;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn multi_mutex<I>(&self, names: I) -> Result<MultiMutex>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.multi_mutex_with_options(names, MutexOptions::default())
-    }
-
-    /// A lock of several names with its own options: the lease applies to every name, the wait
-    /// timeout to the whole set. See [`Client::multi_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::multi_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`MultiMutexGuard::extend`].
-    pub fn multi_mutex_with_options<I>(&self, names: I, options: MutexOptions) -> Result<MultiMutex>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.shared.require_single("MultiMutex")?;
-        MultiMutex::new(Arc::clone(&self.shared), names, options)
     }
 }
 

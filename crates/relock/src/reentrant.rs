@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
 use crate::keys::LockKeys;
@@ -16,21 +15,21 @@ use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, granting_script, script, Announcing};
 use crate::shared::Shared;
-use crate::token::{random_id, Fence, OwnerToken};
+use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Script> = granting_script!("rmutex_acquire.lua");
 static RELEASE: LazyLock<Announcing> = announcing_script!("rmutex_release.lua");
 static EXTEND: LazyLock<Script> = script!("rmutex_extend.lua");
 
 /// The longest holder id accepted by [`Client::holder_named`], in bytes.
-const MAX_HOLDER_LEN: usize = 128;
+pub(crate) const MAX_HOLDER_LEN: usize = 128;
 
 /// Who holds a reentrant lock: the owner that re-enters it, and the only one that can release
 /// its holds.
 ///
 /// Reentrant locks ([`ReentrantMutex`], [`RwLock`](crate::RwLock)) do not use thread ids, since
 /// async tasks move between threads and one task may act for several owners: the owner is
-/// passed explicitly. An owner is the id of the [`Client`] that made the holder plus the
+/// passed explicitly. An owner is the id of the [`Client`](crate::Client) that made the holder plus the
 /// holder's own id, so two clients never share an owner even with equal holder names, and a
 /// holder keeps meaning the same owner whichever of its client's locks it is used with.
 ///
@@ -63,7 +62,7 @@ impl Holder {
         }
     }
 
-    /// The holder's own id: random, or the name given to [`Client::holder_named`].
+    /// The holder's own id: random, or the name given to [`Client::holder_named`](crate::Client::holder_named).
     pub fn id(&self) -> &str {
         self.owner.get(self.id_at..).unwrap_or_default()
     }
@@ -87,97 +86,6 @@ impl fmt::Debug for Holder {
             .field("client_id", &self.client_id())
             .field("id", &self.id())
             .finish()
-    }
-}
-
-impl Client {
-    /// A new owner with a random id (128 bits from the OS), for reentrant locks.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Entropy`](crate::Error::Entropy) when the operating system's random number
-    /// generator fails.
-    ///
-    /// # Examples
-    ///
-    /// See [`Holder`].
-    pub fn holder(&self) -> Result<Holder> {
-        Ok(Holder::new(&self.shared.id, &random_id()?))
-    }
-
-    /// The owner named `id` within this client: every call with the same `id` gives the same
-    /// owner, so a holder can be found again by name (a worker slot, a job id).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) when `id` is empty, longer than
-    /// 128 bytes, or contains `:`.
-    ///
-    /// # Examples
-    ///
-    /// See [`Holder`].
-    pub fn holder_named(&self, id: impl AsRef<str>) -> Result<Holder> {
-        let id = id.as_ref();
-        if id.is_empty() || id.len() > MAX_HOLDER_LEN || id.contains(':') {
-            return Err(Error::InvalidOption {
-                option: "holder_named",
-                reason: format!(
-                    "a holder id has 1 to {MAX_HOLDER_LEN} bytes and no `:`, got {} bytes",
-                    id.len()
-                ),
-            });
-        }
-        Ok(Holder::new(&self.shared.id, id))
-    }
-
-    /// A reentrant mutex named `name`, with the client's default lease and no wait limit.
-    ///
-    /// Making the handle talks to nobody. The reentrant mutex has its own keys: it does not
-    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// See [`ReentrantMutex`].
-    pub fn reentrant_mutex(&self, name: impl AsRef<[u8]>) -> Result<ReentrantMutex> {
-        self.reentrant_mutex_with_options(name, MutexOptions::default())
-    }
-
-    /// A reentrant mutex with its own options. See [`Client::reentrant_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::reentrant_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default()
-    ///     .lease(Lease::Renewed(Duration::from_secs(10)))
-    ///     .wait_timeout(Duration::from_secs(2));
-    /// let mutex = client.reentrant_mutex_with_options("ledger", options)?;
-    /// # let _ = mutex;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn reentrant_mutex_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: MutexOptions,
-    ) -> Result<ReentrantMutex> {
-        self.shared.require_single("ReentrantMutex")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        ReentrantMutex::new(Arc::clone(&self.shared), &keys, &options)
     }
 }
 
@@ -249,7 +157,11 @@ struct Claim {
 }
 
 impl ReentrantMutex {
-    fn new(shared: Arc<Shared>, keys: &LockKeys, options: &MutexOptions) -> Result<Self> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        keys: &LockKeys,
+        options: &MutexOptions,
+    ) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let fence_memory_ms = shared.options.fence_memory_ms();

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -101,47 +100,6 @@ impl RwLockOptions {
     pub fn writer_preference(mut self, prefer: bool) -> Self {
         self.writer_preference = prefer;
         self
-    }
-}
-
-impl Client {
-    /// A distributed read-write lock named `name`, with the client's default lease, no wait
-    /// limit, and writer preference.
-    ///
-    /// Making the handle talks to nobody. The read-write lock has its own keys: it does not
-    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// See [`RwLock`].
-    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
-        self.rwlock_with_options(name, RwLockOptions::default())
-    }
-
-    /// A distributed read-write lock with its own options. See [`Client::rwlock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::rwlock`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`RwLockOptions`].
-    pub fn rwlock_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: RwLockOptions,
-    ) -> Result<RwLock> {
-        self.shared.require_single("RwLock")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        RwLock::new(Arc::clone(&self.shared), &keys, &options)
     }
 }
 
@@ -250,7 +208,11 @@ fn refuse_upgrade(result: Result<Held<Claim>>, name: &str) -> Result<Held<Claim>
 }
 
 impl RwLock {
-    fn new(shared: Arc<Shared>, keys: &LockKeys, options: &RwLockOptions) -> Result<Self> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        keys: &LockKeys,
+        options: &RwLockOptions,
+    ) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;

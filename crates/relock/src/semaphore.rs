@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
@@ -152,57 +151,8 @@ impl SemaphoreOptions {
     }
 }
 
-impl Client {
-    /// A distributed semaphore named `name` with `permits` permits in all, the client's default
-    /// lease and no wait limit.
-    ///
-    /// Making the handle talks to nobody. `permits` is the total this handle stores in Redis
-    /// when none is stored yet (see [`Semaphore`] for how processes agree on the total). Names
-    /// are bytes, as for [`Client::mutex`]; a semaphore and a mutex of the same name do not
-    /// interfere.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for an empty or too long name; [`Error::InvalidOption`] for zero
-    /// permits; [`Error::Unsupported`] on a RedLock client, which offers only [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let uploads = client.semaphore("uploads", 4)?;
-    /// assert!(client.semaphore("uploads", 0).is_err());
-    /// # let _ = uploads;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
-        self.semaphore_with_options(name, permits, SemaphoreOptions::default())
-    }
-
-    /// A distributed semaphore with its own options. See [`Client::semaphore`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::semaphore`]; [`Error::InvalidOption`] for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`SemaphoreOptions`].
-    pub fn semaphore_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        permits: u32,
-        options: SemaphoreOptions,
-    ) -> Result<Semaphore> {
-        self.shared.require_single("Semaphore")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        Semaphore::new(Arc::clone(&self.shared), keys, permits, options)
-    }
-}
-
 impl Semaphore {
-    fn new(
+    pub(crate) fn new(
         shared: Arc<Shared>,
         keys: LockKeys,
         permits: u32,
