@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::ELECTION;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::notify::{Target, Waiter};
@@ -134,10 +135,10 @@ impl Election {
         Ok(Election {
             inner: Arc::new(Inner {
                 name: keys.display_name(),
-                leader_key: keys.key("election"),
+                leader_key: keys.key(ELECTION.leader),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.wake_channel(),
-                leader_channel: keys.key("election-changes"),
+                wake_channel: keys.key(ELECTION.wake),
+                leader_channel: keys.key(ELECTION.changes),
                 lease,
                 lease_ms,
                 wait_timeout: options.wait_timeout,

@@ -10,6 +10,7 @@ use redis::ScriptInvocation;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::FAIR;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::notify::Target;
@@ -95,11 +96,11 @@ impl FairMutex {
         let place_ms = client.place_ms();
         let keys = Arc::new(Keys {
             name: keys.display_name(),
-            lock_key: keys.key("fair"),
-            line_key: keys.key("fair-line"),
-            places_key: keys.key("fair-places"),
+            lock_key: keys.key(FAIR.lock),
+            line_key: keys.key(FAIR.line),
+            places_key: keys.key(FAIR.places),
             fence_key: keys.fence_key(),
-            wake_channel: keys.key("fair-wake"),
+            wake_channel: keys.key(FAIR.wake),
             lease,
             lease_ms,
             fence_memory_ms,

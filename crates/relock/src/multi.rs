@@ -11,6 +11,7 @@ use redis::{Script, ScriptInvocation};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::MUTEX;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
@@ -118,9 +119,9 @@ impl MultiMutex {
             members.push(Member {
                 name: name.to_vec(),
                 display: keys.display_name(),
-                lock_key: keys.key("mutex"),
+                lock_key: keys.key(MUTEX.lock),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.wake_channel(),
+                wake_channel: keys.key(MUTEX.wake),
             });
         }
         if members.is_empty() {

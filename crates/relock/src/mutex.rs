@@ -10,6 +10,7 @@ use redis::ScriptInvocation;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::MUTEX;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::notify::Target;
@@ -99,12 +100,12 @@ impl Mutex {
         };
         let inner = Inner {
             name: keys.display_name(),
-            lock_key: keys.key("mutex"),
+            lock_key: keys.key(MUTEX.lock),
             fence_key: keys.fence_key(),
-            waiters_key: keys.key("mutex-waiters"),
-            line_key: keys.key("mutex-line"),
-            handoff_key: keys.key("mutex-handoff"),
-            wake_channel: keys.wake_channel(),
+            waiters_key: keys.key(MUTEX.places),
+            line_key: keys.key(MUTEX.line),
+            handoff_key: keys.key(MUTEX.handoff),
+            wake_channel: keys.key(MUTEX.wake),
             place_ms,
             lease,
             lease_ms,

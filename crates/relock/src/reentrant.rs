@@ -10,6 +10,7 @@ use redis::{Script, ScriptInvocation};
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::REENTRANT;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
@@ -169,9 +170,9 @@ impl ReentrantMutex {
             inner: Arc::new(Inner {
                 shared,
                 name: keys.display_name(),
-                lock_key: keys.key("rmutex"),
+                lock_key: keys.key(REENTRANT.lock),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.key("rmutex-wake"),
+                wake_channel: keys.key(REENTRANT.wake),
                 lease,
                 lease_ms,
                 fence_memory_ms,

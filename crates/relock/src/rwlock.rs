@@ -11,6 +11,7 @@ use redis::{Script, ScriptInvocation};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::RWLOCK;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::Lease;
@@ -223,10 +224,10 @@ impl RwLock {
         Ok(RwLock {
             inner: Arc::new(Inner {
                 name: keys.display_name(),
-                lock_key: keys.key("rw"),
+                lock_key: keys.key(RWLOCK.lock),
                 fence_key: keys.fence_key(),
-                read_channel: keys.key("rw-wake-r"),
-                write_channel: keys.key("rw-wake-w"),
+                read_channel: keys.key(RWLOCK.wake_readers),
+                write_channel: keys.key(RWLOCK.wake_writers),
                 lease,
                 lease_ms,
                 fence_memory_ms,

@@ -10,6 +10,7 @@ use redis::{Script, ScriptInvocation};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::SEMAPHORE;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::options::Lease;
@@ -166,9 +167,9 @@ impl Semaphore {
             inner: Arc::new(Inner {
                 shared,
                 name: keys.display_name(),
-                hash_key: keys.key("sem"),
+                hash_key: keys.key(SEMAPHORE.lock),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.key("sem-wake"),
+                wake_channel: keys.key(SEMAPHORE.wake),
                 permits,
                 lease,
                 lease_ms,
