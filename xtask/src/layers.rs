@@ -16,7 +16,8 @@ const LAYERS: [(&str, &[&str]); 5] = [
     (
         "core",
         &[
-            "shared", "grant", "lease", "keeper", "notify", "observe", "holds", "quorum", "redlock",
+            "shared", "grant", "guard", "lease", "keeper", "notify", "observe", "holds", "quorum",
+            "redlock",
         ],
     ),
     (

@@ -20,6 +20,7 @@ mod fair;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
+mod guard;
 mod holds;
 mod inspect;
 mod keeper;
