@@ -2,16 +2,16 @@
 //! master, or a Redis Cluster. What sits above sends its scripts and commands through
 //! [`Conn`](conn::Conn) and never asks which kind of Redis it talks to.
 
+pub(crate) mod cluster;
+pub(crate) mod conn;
+pub(crate) mod sentinel;
+pub(crate) mod server;
+
 use redis::aio::ConnectionLike;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-
-pub(crate) mod cluster;
-pub(crate) mod conn;
-pub(crate) mod sentinel;
-pub(crate) mod server;
 
 /// The addresses of a deployment's servers, at least one, with the options checked: the
 /// first step of every connect function that takes a list. `option` and `what` name the list
