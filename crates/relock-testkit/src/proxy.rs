@@ -5,7 +5,7 @@
 //!
 //! It cuts every connection at once, or one connection alone, known by its number in the order
 //! the proxy accepted them: a client's connections open in an order the test controls (its
-//! command connection when it is made, its pub/sub connection at its first wait).
+//! command connection while it is made, its pub/sub connection right after, in the background).
 
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};

@@ -3,29 +3,36 @@
 use std::fmt;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{ConnectionInfo, IntoConnectionInfo};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::IntoConnectionInfo;
 
-use crate::conn::Conn;
 use crate::election::Election;
 use crate::error::{Error, Result};
+use crate::fair::FairMutex;
 use crate::holds::{Holds, Registered};
 use crate::keeper::Keeper;
 use crate::keys::LockKeys;
+use crate::multi::MultiMutex;
 use crate::mutex::Mutex;
 use crate::notify::{Notifier, Source, Timing};
 use crate::observe;
 use crate::options::{ClientOptions, MutexOptions};
 use crate::quorum::Quorum;
-use crate::server::{self, Server};
+use crate::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
+use crate::rwlock::{RwLock, RwLockOptions};
+use crate::semaphore::{Semaphore, SemaphoreOptions};
+use crate::shared::Shared;
 use crate::token::random_id;
+use crate::transport::conn::Conn;
+use crate::transport::server::{self, Server};
+use crate::transport::{check_access, single_server};
 
 /// A connection to Redis and the background work every lock made from it shares.
 ///
 /// One `Client` per process is the intended use: it holds one multiplexed connection for lock
-/// commands, one pub/sub connection (opened on first contention) for release notifications,
-/// and one task that renews every renewed lease in batches and runs the releases of dropped
-/// guards. Cloning is cheap and shares all of it. Commands are never retried silently except
+/// commands, one pub/sub connection (opened in the background as the client is made) for
+/// release notifications, and one task that renews every renewed lease in batches and runs the
+/// releases of dropped guards. Cloning is cheap and shares all of it. Commands are never retried silently except
 /// where the lock token makes a retry idempotent; the connection reconnects in the background
 /// after a failure.
 ///
@@ -51,24 +58,6 @@ use crate::token::random_id;
 #[derive(Clone)]
 pub struct Client {
     pub(crate) shared: Arc<Shared>,
-}
-
-/// What every lock of one client shares.
-pub(crate) struct Shared {
-    /// The connection of a client on one Redis deployment; on a RedLock client, the first
-    /// master's.
-    pub(crate) conn: Conn,
-    /// Every node a lease lives on, and how many must agree: one for a single deployment.
-    pub(crate) nodes: Arc<Quorum>,
-    pub(crate) options: ClientOptions,
-    pub(crate) id: String,
-    pub(crate) keeper: Keeper,
-    pub(crate) notifier: Arc<Notifier>,
-    /// Every hold of every lock made from this client, until a shutdown gives them back.
-    pub(crate) holds: Holds,
-    /// The server read at connect: on a cluster its oldest master; `None` when it did not say
-    /// (or, on a RedLock client, when no master answered at connect).
-    pub(crate) server: Option<Server>,
 }
 
 impl Client {
@@ -412,79 +401,296 @@ impl Client {
     }
 }
 
-/// The addresses of a deployment's servers, at least one, with the options checked: the
-/// first step of every connect function that takes a list. `option` and `what` name the list
-/// in the error.
-pub(crate) fn addresses<I>(
-    targets: I,
-    options: &ClientOptions,
-    option: &'static str,
-    what: &str,
-) -> Result<Vec<ConnectionInfo>>
-where
-    I: IntoIterator,
-    I::Item: IntoConnectionInfo,
-{
-    options.validate()?;
-    let addresses = targets
-        .into_iter()
-        .map(connection_info)
-        .collect::<Result<Vec<_>>>()?;
-    if addresses.is_empty() {
-        return Err(Error::InvalidOption {
-            option,
-            reason: format!("at least one {what} address is needed"),
-        });
+impl Client {
+    /// A fair distributed mutex named `name`, with the client's default lease and no wait
+    /// limit.
+    ///
+    /// Making the handle talks to nobody. Names are bytes, as for [`Client::mutex`]; a fair
+    /// mutex and a [`Mutex`](crate::Mutex) of the same name are different locks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// let turns = client.fair_mutex("printer")?;
+    /// # let _ = turns;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fair_mutex(&self, name: impl AsRef<[u8]>) -> Result<FairMutex> {
+        self.fair_mutex_with_options(name, MutexOptions::default())
     }
-    Ok(addresses)
+
+    /// A fair distributed mutex with its own options. See [`Client::fair_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::fair_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::MutexOptions;
+    ///
+    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(30));
+    /// let turns = client.fair_mutex_with_options("printer", options)?;
+    /// # let _ = turns;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fair_mutex_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<FairMutex> {
+        self.shared.require_single("FairMutex")?;
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        FairMutex::new(Arc::clone(&self.shared), keys, options)
+    }
 }
 
-/// The client of the one server at `target`, with the options checked: all that
-/// [`Client::connect_with_options`] does before it opens a connection.
-pub(crate) fn single_server<T: IntoConnectionInfo>(
-    target: T,
-    options: &ClientOptions,
-) -> Result<redis::Client> {
-    options.validate()?;
-    Ok(options.open(connection_info(target)?)?)
-}
+impl Client {
+    /// A new owner with a random id (128 bits from the OS), for reentrant locks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Entropy`](crate::Error::Entropy) when the operating system's random number
+    /// generator fails.
+    ///
+    /// # Examples
+    ///
+    /// See [`Holder`].
+    pub fn holder(&self) -> Result<Holder> {
+        Ok(Holder::new(&self.shared.id, &random_id()?))
+    }
 
-/// The address `target` names. Without the `tls` feature the `redis` crate refuses `rediss://`
-/// as a malformed address; relock says what is missing instead.
-fn connection_info<T: IntoConnectionInfo>(target: T) -> Result<ConnectionInfo> {
-    target.into_connection_info().map_err(|e| {
-        if cfg!(not(feature = "tls"))
-            && e.kind() == redis::ErrorKind::InvalidClientConfig
-            && e.to_string().contains("TLS")
-        {
-            return Error::Unsupported {
-                what: "TLS (`rediss://`)",
-                deployment: "this build of relock (its `tls` feature is off)",
-            };
-        }
-        Error::from(e)
-    })
-}
-
-/// Sends one `PING` on a new connection. A server that requires a password the URL lacks
-/// accepts the connection and refuses its commands; found here, that is a clear
-/// authentication failure (`NOAUTH`) instead of whatever the first lock script runs into
-/// (a long script from an unauthenticated client is cut off as a protocol error).
-pub(crate) async fn check_access(conn: &mut impl ConnectionLike) -> Result<()> {
-    redis::cmd("PING").query_async::<()>(conn).await?;
-    Ok(())
-}
-
-impl Shared {
-    /// Refuses what only a single Redis deployment offers, on a RedLock client.
-    pub(crate) fn require_single(&self, what: &'static str) -> Result<()> {
-        if self.nodes.is_distributed() {
-            return Err(crate::Error::Unsupported {
-                what,
-                deployment: "a RedLock client (several independent masters)",
+    /// The owner named `id` within this client: every call with the same `id` gives the same
+    /// owner, so a holder can be found again by name (a worker slot, a job id).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) when `id` is empty, longer than
+    /// 128 bytes, or contains `:`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Holder`].
+    pub fn holder_named(&self, id: impl AsRef<str>) -> Result<Holder> {
+        let id = id.as_ref();
+        if id.is_empty() || id.len() > MAX_HOLDER_LEN || id.contains(':') {
+            return Err(Error::InvalidOption {
+                option: "holder_named",
+                reason: format!(
+                    "a holder id has 1 to {MAX_HOLDER_LEN} bytes and no `:`, got {} bytes",
+                    id.len()
+                ),
             });
         }
-        Ok(())
+        Ok(Holder::new(&self.shared.id, id))
+    }
+
+    /// A reentrant mutex named `name`, with the client's default lease and no wait limit.
+    ///
+    /// Making the handle talks to nobody. The reentrant mutex has its own keys: it does not
+    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
+    ///
+    /// # Examples
+    ///
+    /// See [`ReentrantMutex`].
+    pub fn reentrant_mutex(&self, name: impl AsRef<[u8]>) -> Result<ReentrantMutex> {
+        self.reentrant_mutex_with_options(name, MutexOptions::default())
+    }
+
+    /// A reentrant mutex with its own options. See [`Client::reentrant_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::reentrant_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// use std::time::Duration;
+    /// use relock::{Lease, MutexOptions};
+    ///
+    /// let options = MutexOptions::default()
+    ///     .lease(Lease::Renewed(Duration::from_secs(10)))
+    ///     .wait_timeout(Duration::from_secs(2));
+    /// let mutex = client.reentrant_mutex_with_options("ledger", options)?;
+    /// # let _ = mutex;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reentrant_mutex_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: MutexOptions,
+    ) -> Result<ReentrantMutex> {
+        self.shared.require_single("ReentrantMutex")?;
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        ReentrantMutex::new(Arc::clone(&self.shared), &keys, &options)
+    }
+}
+
+impl Client {
+    /// A distributed read-write lock named `name`, with the client's default lease, no wait
+    /// limit, and writer preference.
+    ///
+    /// Making the handle talks to nobody. The read-write lock has its own keys: it does not
+    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
+    /// [`Mutex`](crate::Mutex).
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
+        self.rwlock_with_options(name, RwLockOptions::default())
+    }
+
+    /// A distributed read-write lock with its own options. See [`Client::rwlock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::rwlock`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLockOptions`].
+    pub fn rwlock_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: RwLockOptions,
+    ) -> Result<RwLock> {
+        self.shared.require_single("RwLock")?;
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        RwLock::new(Arc::clone(&self.shared), &keys, &options)
+    }
+}
+
+impl Client {
+    /// A distributed semaphore named `name` with `permits` permits in all, the client's default
+    /// lease and no wait limit.
+    ///
+    /// Making the handle talks to nobody. `permits` is the total this handle stores in Redis
+    /// when none is stored yet (see [`Semaphore`] for how processes agree on the total). Names
+    /// are bytes, as for [`Client::mutex`]; a semaphore and a mutex of the same name do not
+    /// interfere.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`] for an empty or too long name; [`Error::InvalidOption`] for zero
+    /// permits; [`Error::Unsupported`] on a RedLock client, which offers only [`Mutex`](crate::Mutex).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// let uploads = client.semaphore("uploads", 4)?;
+    /// assert!(client.semaphore("uploads", 0).is_err());
+    /// # let _ = uploads;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
+        self.semaphore_with_options(name, permits, SemaphoreOptions::default())
+    }
+
+    /// A distributed semaphore with its own options. See [`Client::semaphore`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::semaphore`]; [`Error::InvalidOption`] for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// See [`SemaphoreOptions`].
+    pub fn semaphore_with_options(
+        &self,
+        name: impl AsRef<[u8]>,
+        permits: u32,
+        options: SemaphoreOptions,
+    ) -> Result<Semaphore> {
+        self.shared.require_single("Semaphore")?;
+        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
+        Semaphore::new(Arc::clone(&self.shared), keys, permits, options)
+    }
+}
+
+impl Client {
+    /// A lock of several [`Mutex`](crate::Mutex) names taken together, all or none, with the
+    /// client's default lease and no wait limit.
+    ///
+    /// Names are bytes, each as for [`Client::mutex`]. A name given more than once is locked
+    /// once: the lock has each distinct name once, in the order of first appearance, so
+    /// locking both accounts of a transfer works when they are the same account. Making the
+    /// handle talks to nobody.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for no names, more than
+    /// [`MAX_MULTI_NAMES`](crate::MAX_MULTI_NAMES) names, or an empty or too long name;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
+    /// let transfer = client.multi_mutex(["account:17", "account:42"])?;
+    /// assert_eq!(client.multi_mutex(["a", "a"])?.names().count(), 1);
+    /// assert!(client.multi_mutex(Vec::<String>::new()).is_err());
+    /// # let _ = transfer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn multi_mutex<I>(&self, names: I) -> Result<MultiMutex>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.multi_mutex_with_options(names, MutexOptions::default())
+    }
+
+    /// A lock of several names with its own options: the lease applies to every name, the wait
+    /// timeout to the whole set. See [`Client::multi_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::multi_mutex`];
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
+    ///
+    /// # Examples
+    ///
+    /// See [`MultiMutexGuard::extend`](crate::MultiMutexGuard::extend).
+    pub fn multi_mutex_with_options<I>(&self, names: I, options: MutexOptions) -> Result<MultiMutex>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.shared.require_single("MultiMutex")?;
+        MultiMutex::new(Arc::clone(&self.shared), names, options)
     }
 }
 

@@ -17,10 +17,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::ScriptInvocation;
 use tokio::time::Instant;
 
-use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::ELECTION;
 use crate::keys::LockKeys;
 use crate::lease::Lost;
 use crate::notify::{Target, Waiter};
@@ -29,6 +30,7 @@ use crate::race::{self, Either};
 use crate::scripts::{
     ELECTION_ACQUIRE, ELECTION_LEADER, ELECTION_PROCLAIM, ELECTION_RELEASE, MUTEX_EXTEND,
 };
+use crate::shared::Shared;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
 
 /// The first pause of [`Election::lead`] after a failed campaign or a lost leadership; it
@@ -134,10 +136,10 @@ impl Election {
         Ok(Election {
             inner: Arc::new(Inner {
                 name: keys.display_name(),
-                leader_key: keys.key("election"),
+                leader_key: keys.key(ELECTION.leader),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.wake_channel(),
-                leader_channel: keys.key("election-changes"),
+                wake_channel: keys.key(ELECTION.wake),
+                leader_channel: keys.key(ELECTION.changes),
                 lease,
                 lease_ms,
                 wait_timeout: options.wait_timeout,
@@ -571,70 +573,6 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// The fencing token of this leadership: larger than that of every earlier leadership of
-    /// the election. Pass it with every write the leader makes.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
-    }
-
-    /// The election's name.
-    pub fn name(&self) -> &str {
-        &self.held.resource().election.name
-    }
-
-    /// The instant until which this candidate certainly leads: the time the last successful
-    /// campaign or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether this candidate still leads as far as this process knows, without asking Redis:
-    /// the lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when leadership is lost: when renewal finds the leader key deleted or taken,
-    /// or when the validity deadline passes without a successful renewal (Redis unreachable,
-    /// or this process paused). Stop acting as the leader when it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`Leadership`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the lease last at least `lease` from now, if this candidate still leads, as
-    /// [`MutexGuard::extend`](crate::MutexGuard::extend) does: for an election of fixed
-    /// leases, whose leader says by itself how long it goes on leading.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership was lost;
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the validity deadline only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(leadership: relock::Leadership) -> Result<(), relock::Error> {
-    /// leadership.extend(std::time::Duration::from_secs(60)).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
     /// Publishes `value` as the leader's value instead of the one it campaigned with, if this
     /// candidate still leads; the fence, since-when and lease stay as they are. Observers see
     /// the change.
@@ -688,38 +626,77 @@ impl Leadership {
             Err(self.held.revoked())
         }
     }
-
-    /// Ends this leadership at once: a waiting candidate takes over without waiting for the
-    /// lease, and observers see nobody lead until it does. Reports whether this candidate still
-    /// led until then.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership had already been lost;
-    /// [`Error::Shutdown`](crate::Error::Shutdown) when the client's shutdown resigned it
-    /// already; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached (the
-    /// leadership then ends with its lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the resignation goes on in
-    /// the background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`Election`].
-    pub async fn resign(self) -> Result<()> {
-        self.held.unlock().await
-    }
 }
 
-impl fmt::Debug for Leadership {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Leadership")
-            .field("name", &self.name())
-            .field("fence", &self.fence())
-            .field("held", &self.is_held())
-            .finish()
+guard! {
+    Leadership {
+        fence:
+        /// The fencing token of this leadership: larger than that of every earlier leadership of
+        /// the election. Pass it with every write the leader makes.
+        name:
+        /// The election's name.
+        valid_until:
+        /// The instant until which this candidate certainly leads: the time the last successful
+        /// campaign or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether this candidate still leads as far as this process knows, without asking Redis:
+        /// the lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when leadership is lost: when renewal finds the leader key deleted or taken,
+        /// or when the validity deadline passes without a successful renewal (Redis unreachable,
+        /// or this process paused). Stop acting as the leader when it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`Leadership`].
+        extend:
+        /// Makes the lease last at least `lease` from now, if this candidate still leads, as
+        /// [`MutexGuard::extend`](crate::MutexGuard::extend) does: for an election of fixed
+        /// leases, whose leader says by itself how long it goes on leading.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership was lost;
+        /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+        /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: the validity deadline only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```no_run
+        /// # async fn demo(leadership: relock::Leadership) -> Result<(), relock::Error> {
+        /// leadership.extend(std::time::Duration::from_secs(60)).await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release resign:
+        /// Ends this leadership at once: a waiting candidate takes over without waiting for the
+        /// lease, and observers see nobody lead until it does. Reports whether this candidate still
+        /// led until then.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when leadership had already been lost;
+        /// [`Error::Shutdown`](crate::Error::Shutdown) when the client's shutdown resigned it
+        /// already; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached (the
+        /// leadership then ends with its lease).
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the resignation goes on in
+        /// the background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`Election`].
+        debug: []
     }
 }
 

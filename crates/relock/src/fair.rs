@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use crate::client::{Client, Shared};
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::FAIR;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, Announcing, MUTEX_EXTEND};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Announcing> = announcing_script!("fence.lua", "fair_acquire.lua");
@@ -86,65 +87,8 @@ struct Inner {
     place_ms: u64,
 }
 
-impl Client {
-    /// A fair distributed mutex named `name`, with the client's default lease and no wait
-    /// limit.
-    ///
-    /// Making the handle talks to nobody. Names are bytes, as for [`Client::mutex`]; a fair
-    /// mutex and a [`Mutex`](crate::Mutex) of the same name are different locks.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let turns = client.fair_mutex("printer")?;
-    /// # let _ = turns;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fair_mutex(&self, name: impl AsRef<[u8]>) -> Result<FairMutex> {
-        self.fair_mutex_with_options(name, MutexOptions::default())
-    }
-
-    /// A fair distributed mutex with its own options. See [`Client::fair_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::fair_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// use std::time::Duration;
-    /// use relock::MutexOptions;
-    ///
-    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(30));
-    /// let turns = client.fair_mutex_with_options("printer", options)?;
-    /// # let _ = turns;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fair_mutex_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: MutexOptions,
-    ) -> Result<FairMutex> {
-        self.shared.require_single("FairMutex")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        FairMutex::new(Arc::clone(&self.shared), keys, options)
-    }
-}
-
 impl FairMutex {
-    fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
+    pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: MutexOptions) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;
@@ -152,11 +96,11 @@ impl FairMutex {
         let place_ms = client.place_ms();
         let keys = Arc::new(Keys {
             name: keys.display_name(),
-            lock_key: keys.key("fair"),
-            line_key: keys.key("fair-line"),
-            places_key: keys.key("fair-places"),
+            lock_key: keys.key(FAIR.lock),
+            line_key: keys.key(FAIR.line),
+            places_key: keys.key(FAIR.places),
             fence_key: keys.fence_key(),
-            wake_channel: keys.key("fair-wake"),
+            wake_channel: keys.key(FAIR.wake),
             lease,
             lease_ms,
             fence_memory_ms,
@@ -450,159 +394,122 @@ pub struct FairMutexGuard {
     held: Held<Inner>,
 }
 
-impl FairMutexGuard {
-    /// The fencing token of this grant: larger than that of every earlier grant of the name.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.held.resource().keys.name
-    }
-
-    /// The instant until which the lock is certainly held: the time the last successful
-    /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether the lock is still held as far as this process knows, without asking Redis:
-    /// the lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when the lock is lost: when renewal finds it deleted or taken, or when the
-    /// validity deadline passes without a successful renewal (Redis unreachable or paused).
-    /// Stop touching the protected resource when it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`FairMutexGuard`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the lease last at least `lease` from now, if the lock is still held. It
-    /// never shortens it: with less than the time left, nothing changes. A renewed lease
-    /// is renewed as before, which never cuts an extension short: renewals take over when
-    /// the extension has run down to the lock's own lease length.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost;
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
-    /// only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-    /// let guard = client.fair_mutex_with_options("audit", options)?.lock().await?;
-    /// guard.extend(Duration::from_secs(60)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
-    /// Releases the lock, wakes the first waiter, and reports whether the lock was still held
-    /// until then.
-    ///
-    /// A release whose reply was lost is resent; if the resend finds the key gone while the
-    /// validity deadline has not passed, the first send released it, so this reports success
-    /// rather than a false error.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
-    /// taken: whatever the guard protected was unprotected for a while.
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; the lock then frees
-    /// itself when its lease ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
-    /// background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`FairMutex`].
-    pub async fn unlock(self) -> Result<()> {
-        self.held.unlock().await
-    }
-
-    /// Releases the lock, but not before `at`, as
-    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
-    /// is still ahead, the lock is left to end by itself at `at` instead of being given back now;
-    /// otherwise this is [`unlock`](FairMutexGuard::unlock).
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: if the future is dropped before Redis answered, the lock is given
-    /// back in the background at once, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
-        self.held.unlock_no_earlier_than(at).await
-    }
-
-    /// Runs `work` while the lock is held, then releases it, as
-    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
-    /// the lock is lost.
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::using`](crate::MutexGuard::using).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops `work` and releases it in the background, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::using`](crate::MutexGuard::using).
-    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.held.using(work).await
-    }
-}
-
-impl fmt::Debug for FairMutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FairMutexGuard")
-            .field("name", &self.name())
-            .field("fence", &self.fence())
-            .field("held", &self.is_held())
-            .finish()
+guard! {
+    FairMutexGuard {
+        fence:
+        /// The fencing token of this grant: larger than that of every earlier grant of the name.
+        name:
+        /// The lock's name.
+        valid_until:
+        /// The instant until which the lock is certainly held: the time the last successful
+        /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether the lock is still held as far as this process knows, without asking Redis:
+        /// the lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when the lock is lost: when renewal finds it deleted or taken, or when the
+        /// validity deadline passes without a successful renewal (Redis unreachable or paused).
+        /// Stop touching the protected resource when it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`FairMutexGuard`].
+        extend:
+        /// Makes the lease last at least `lease` from now, if the lock is still held. It
+        /// never shortens it: with less than the time left, nothing changes. A renewed lease
+        /// is renewed as before, which never cuts an extension short: renewals take over when
+        /// the extension has run down to the lock's own lease length.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost;
+        /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+        /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
+        /// only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::Duration;
+        /// use relock::{Lease, MutexOptions};
+        ///
+        /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+        /// let guard = client.fair_mutex_with_options("audit", options)?.lock().await?;
+        /// guard.extend(Duration::from_secs(60)).await?;
+        /// guard.unlock().await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release unlock:
+        /// Releases the lock, wakes the first waiter, and reports whether the lock was still held
+        /// until then.
+        ///
+        /// A release whose reply was lost is resent; if the resend finds the key gone while the
+        /// validity deadline has not passed, the first send released it, so this reports success
+        /// rather than a false error.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
+        /// taken: whatever the guard protected was unprotected for a while.
+        /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; the lock then frees
+        /// itself when its lease ends.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
+        /// background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`FairMutex`].
+        release_no_earlier_than unlock_no_earlier_than:
+        /// Releases the lock, but not before `at`, as
+        /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+        /// is still ahead, the lock is left to end by itself at `at` instead of being given back now;
+        /// otherwise this is [`unlock`](FairMutexGuard::unlock).
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        ///
+        /// # Cancel safety
+        ///
+        /// Not cancel safe: if the future is dropped before Redis answered, the lock is given
+        /// back in the background at once, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        using:
+        /// Runs `work` while the lock is held, then releases it, as
+        /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+        /// the lock is lost.
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::using`](crate::MutexGuard::using).
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping the future drops `work` and releases it in the background, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::using`](crate::MutexGuard::using).
+        debug: []
     }
 }
 

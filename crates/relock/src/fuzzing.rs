@@ -11,19 +11,19 @@ use crate::{ClientOptions, Lease, Result, SentinelOptions};
 /// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with `url`
 /// and `options` before it connects.
 pub fn open_single(url: &str, options: &ClientOptions) -> Result<()> {
-    crate::client::single_server(url, options).map(drop)
+    crate::transport::single_server(url, options).map(drop)
 }
 
 /// What [`Client::connect_redlock_with_options`](crate::Client::connect_redlock_with_options)
 /// does with `masters` and `options` before it connects.
 pub fn open_redlock(masters: &[&str], options: &ClientOptions) -> Result<()> {
-    crate::redlock::master_servers(masters.iter().copied(), options).map(drop)
+    crate::connect::redlock::master_servers(masters.iter().copied(), options).map(drop)
 }
 
 /// What [`Client::connect_cluster_with_options`](crate::Client::connect_cluster_with_options)
 /// does with `nodes` and `options` before it connects.
 pub fn open_cluster(nodes: &[&str], options: &ClientOptions) -> Result<()> {
-    crate::cluster::cluster_nodes(nodes.iter().copied(), options).map(drop)
+    crate::transport::cluster::cluster_nodes(nodes.iter().copied(), options).map(drop)
 }
 
 /// What [`Client::connect_sentinel_with_options`](crate::Client::connect_sentinel_with_options)
@@ -34,8 +34,13 @@ pub fn open_sentinel(
     nodes: &SentinelOptions,
     options: &ClientOptions,
 ) -> Result<()> {
-    crate::sentinel::sentinel_resolver(sentinels.iter().copied(), service_name, nodes, options)
-        .map(drop)
+    crate::transport::sentinel::sentinel_resolver(
+        sentinels.iter().copied(),
+        service_name,
+        nodes,
+        options,
+    )
+    .map(drop)
 }
 
 /// The key `<prefix>{<name>}:<suffix>` of a lock, after the checks a client makes on its

@@ -17,8 +17,6 @@ use std::time::Duration;
 use redis::ScriptInvocation;
 use tokio::time::Instant;
 
-use crate::client::Shared;
-use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::keeper::{Release, Renewal};
 use crate::lease::{LeaseState, Lost};
@@ -27,7 +25,9 @@ use crate::observe::{self, Acquiring, Hold};
 use crate::options::{lease_millis, ClientOptions, Lease, ReplicaAck, MIN_LEASE};
 use crate::race::{self, Branch, Either};
 use crate::redlock;
+use crate::shared::Shared;
 use crate::token::{jitter_fraction, Fence, OwnerToken};
+use crate::transport::conn::Conn;
 
 /// How often one request is sent in all when Redis does not answer. Resending is safe because
 /// the owner token makes acquire and release idempotent.

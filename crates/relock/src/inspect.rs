@@ -13,6 +13,7 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::keys::layout::{FAIR, MUTEX, REENTRANT, RWLOCK, SEMAPHORE};
 use crate::keys::{unescape_name, LockKeys};
 use crate::scripts::{announcing_script, Announcing};
 use crate::token::Fence;
@@ -52,11 +53,11 @@ impl LockKind {
     /// The suffix of the key that says whether a lock of this kind is held.
     fn suffix(self) -> &'static str {
         match self {
-            LockKind::Mutex => "mutex",
-            LockKind::ReentrantMutex => "rmutex",
-            LockKind::RwLock => "rw",
-            LockKind::Semaphore => "sem",
-            LockKind::FairMutex => "fair",
+            LockKind::Mutex => MUTEX.lock,
+            LockKind::ReentrantMutex => REENTRANT.lock,
+            LockKind::RwLock => RWLOCK.lock,
+            LockKind::Semaphore => SEMAPHORE.lock,
+            LockKind::FairMutex => FAIR.lock,
         }
     }
 
@@ -64,8 +65,8 @@ impl LockKind {
     /// ends), for the kinds that keep one.
     fn places_suffix(self) -> Option<&'static str> {
         match self {
-            LockKind::Mutex => Some("mutex-waiters"),
-            LockKind::FairMutex => Some("fair-places"),
+            LockKind::Mutex => Some(MUTEX.places),
+            LockKind::FairMutex => Some(FAIR.places),
             _ => None,
         }
     }
@@ -73,11 +74,11 @@ impl LockKind {
     /// The suffixes of the channels this kind's waiters listen on.
     fn wake_suffixes(self) -> &'static [&'static str] {
         match self {
-            LockKind::Mutex => &["wake"],
-            LockKind::ReentrantMutex => &["rmutex-wake"],
-            LockKind::RwLock => &["rw-wake-r", "rw-wake-w"],
-            LockKind::Semaphore => &["sem-wake"],
-            LockKind::FairMutex => &["fair-wake"],
+            LockKind::Mutex => &[MUTEX.wake],
+            LockKind::ReentrantMutex => &[REENTRANT.wake],
+            LockKind::RwLock => &[RWLOCK.wake_readers, RWLOCK.wake_writers],
+            LockKind::Semaphore => &[SEMAPHORE.wake],
+            LockKind::FairMutex => &[FAIR.wake],
         }
     }
 
@@ -396,14 +397,15 @@ impl Client {
         let keys = LockKeys::new(&self.shared.options.prefix, name)?;
         let display = keys.display_name();
         let mut invocation = FORCE_RELEASE.on(&self.shared.conn).prepare_invoke();
+        // In the order of force_release.lua's keys.
         for suffix in [
-            "mutex",
-            "rmutex",
-            "rw",
-            "sem",
-            "fair",
-            "fair-line",
-            "fair-places",
+            MUTEX.lock,
+            REENTRANT.lock,
+            RWLOCK.lock,
+            SEMAPHORE.lock,
+            FAIR.lock,
+            FAIR.line,
+            FAIR.places,
         ] {
             invocation.key(keys.key(suffix));
         }

@@ -14,12 +14,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::conn::Slot;
 use crate::lease::{LeaseState, Lost};
 use crate::observe::Renewing;
 use crate::quorum::Quorum;
 use crate::race::{self, Branch};
 use crate::scripts::RENEW_BATCH;
+use crate::transport::conn::Slot;
 
 /// A best-effort release to run in the background; `true` once Redis answered it.
 pub(crate) type Release = Pin<Box<dyn Future<Output = bool> + Send>>;

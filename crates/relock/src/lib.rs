@@ -9,8 +9,7 @@
 pub mod blocking;
 mod check;
 mod client;
-mod cluster;
-mod conn;
+mod connect;
 mod election;
 mod error;
 mod fair;
@@ -21,6 +20,7 @@ mod fair;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grant;
+mod guard;
 mod holds;
 mod inspect;
 mod keeper;
@@ -38,9 +38,9 @@ mod reentrant;
 mod rwlock;
 mod scripts;
 mod semaphore;
-mod sentinel;
-mod server;
+mod shared;
 mod token;
+mod transport;
 
 pub use check::DeploymentWarning;
 pub use client::Client;
@@ -56,8 +56,8 @@ pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
 pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
-pub use sentinel::SentinelOptions;
 pub use token::Fence;
+pub use transport::sentinel::SentinelOptions;
 
 /// Long-form documentation that belongs to no single type.
 pub mod topics {

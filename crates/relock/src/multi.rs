@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::MUTEX;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, granting_script, script, Announcing};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 static ACQUIRE: LazyLock<Script> = granting_script!("mutex_value.lua", "multi_acquire.lua");
@@ -42,7 +43,7 @@ const NAMES_SHOWN: usize = 8;
 /// it waits for the rest. Use it where one operation touches several resources that each have
 /// their own lock (a transfer between two accounts, a job over several shards). The names are
 /// given as bytes; a name given twice is locked once (see
-/// [`Client::multi_mutex`]).
+/// [`Client::multi_mutex`](crate::Client::multi_mutex)).
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
@@ -94,7 +95,7 @@ struct Inner {
 }
 
 impl MultiMutex {
-    fn new<I>(shared: Arc<Shared>, names: I, options: MutexOptions) -> Result<Self>
+    pub(crate) fn new<I>(shared: Arc<Shared>, names: I, options: MutexOptions) -> Result<Self>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
@@ -117,8 +118,8 @@ impl MultiMutex {
             members.push(Member {
                 name: name.to_vec(),
                 display: keys.display_name(),
-                lock_key: keys.key("mutex"),
-                wake_channel: keys.wake_channel(),
+                lock_key: keys.key(MUTEX.lock),
+                wake_channel: keys.key(MUTEX.wake),
             });
         }
         if members.is_empty() {
@@ -454,139 +455,119 @@ impl MultiMutexGuard {
             .zip(self.held.fences())
             .find_map(|(member, &fence)| (member.name == name).then_some(fence))
     }
+}
 
-    /// The instant until which every name is certainly held: the time the last successful
-    /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether every name is still held as far as this process knows, without asking Redis:
-    /// the lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when any name is lost: when renewal finds one of the keys deleted or taken,
-    /// or when the validity deadline passes without a successful renewal of them all. Stop
-    /// touching every protected resource when it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`MultiMutexGuard`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the lease of every name last at least `lease` from now, if all of them are still
-    /// held; if any is not, nothing is extended. It never shortens it: with less than the time left, nothing changes. A renewed lease
-    /// is renewed as before, which never cuts an extension short: renewals take over when
-    /// the extension has run down to the lock's own lease length.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when any name was lost;
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
-    /// only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-    /// let guard = client.multi_mutex_with_options(["in", "out"], options)?.lock().await?;
-    /// guard.extend(Duration::from_secs(60)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
-    /// Releases every name and reports whether all of them were still held until then.
-    ///
-    /// One script deletes each name's key that still holds this grant's token and announces
-    /// each of those releases. A release whose reply was lost is resent; if the resend finds
-    /// none of the names held while the validity deadline has not passed, the first send
-    /// released them, so this reports success rather than a false error.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when any name had already expired, been
-    /// deleted or been taken: what it protected was unprotected for a while. The names still
-    /// held are released all the same. [`Error::Redis`](crate::Error::Redis) when Redis cannot
-    /// be reached; the names then free themselves when their lease ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
-    /// background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MultiMutex`].
-    pub async fn unlock(self) -> Result<()> {
-        self.held.unlock().await
-    }
-
-    /// Releases every name, but not before `at`, as
-    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
-    /// is still ahead, the names are left to end by themselves at `at` instead of being given
-    /// back now; otherwise this is [`unlock`](MultiMutexGuard::unlock).
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: if the future is dropped before Redis answered, the names is given
-    /// back in the background at once, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
-        self.held.unlock_no_earlier_than(at).await
-    }
-
-    /// Runs `work` while the set of names is held, then releases them, as
-    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
-    /// the set of names is lost.
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::using`](crate::MutexGuard::using).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops `work` and releases them in the background, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::using`](crate::MutexGuard::using).
-    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.held.using(work).await
+guard! {
+    MultiMutexGuard {
+        valid_until:
+        /// The instant until which every name is certainly held: the time the last successful
+        /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether every name is still held as far as this process knows, without asking Redis:
+        /// the lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when any name is lost: when renewal finds one of the keys deleted or taken,
+        /// or when the validity deadline passes without a successful renewal of them all. Stop
+        /// touching every protected resource when it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`MultiMutexGuard`].
+        extend:
+        /// Makes the lease of every name last at least `lease` from now, if all of them are still
+        /// held; if any is not, nothing is extended. It never shortens it: with less than the time left, nothing changes. A renewed lease
+        /// is renewed as before, which never cuts an extension short: renewals take over when
+        /// the extension has run down to the lock's own lease length.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when any name was lost;
+        /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+        /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
+        /// only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::Duration;
+        /// use relock::{Lease, MutexOptions};
+        ///
+        /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+        /// let guard = client.multi_mutex_with_options(["in", "out"], options)?.lock().await?;
+        /// guard.extend(Duration::from_secs(60)).await?;
+        /// guard.unlock().await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release unlock:
+        /// Releases every name and reports whether all of them were still held until then.
+        ///
+        /// One script deletes each name's key that still holds this grant's token and announces
+        /// each of those releases. A release whose reply was lost is resent; if the resend finds
+        /// none of the names held while the validity deadline has not passed, the first send
+        /// released them, so this reports success rather than a false error.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when any name had already expired, been
+        /// deleted or been taken: what it protected was unprotected for a while. The names still
+        /// held are released all the same. [`Error::Redis`](crate::Error::Redis) when Redis cannot
+        /// be reached; the names then free themselves when their lease ends.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
+        /// background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MultiMutex`].
+        release_no_earlier_than unlock_no_earlier_than:
+        /// Releases every name, but not before `at`, as
+        /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+        /// is still ahead, the names are left to end by themselves at `at` instead of being given
+        /// back now; otherwise this is [`unlock`](MultiMutexGuard::unlock).
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        ///
+        /// # Cancel safety
+        ///
+        /// Not cancel safe: if the future is dropped before Redis answered, the names is given
+        /// back in the background at once, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        using:
+        /// Runs `work` while the set of names is held, then releases them, as
+        /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+        /// the set of names is lost.
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::using`](crate::MutexGuard::using).
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping the future drops `work` and releases them in the background, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::using`](crate::MutexGuard::using).
     }
 }
 
@@ -596,61 +577,6 @@ impl fmt::Debug for MultiMutexGuard {
             .field("fences", &self.fences().collect::<Vec<_>>())
             .field("held", &self.is_held())
             .finish()
-    }
-}
-
-impl Client {
-    /// A lock of several [`Mutex`](crate::Mutex) names taken together, all or none, with the
-    /// client's default lease and no wait limit.
-    ///
-    /// Names are bytes, each as for [`Client::mutex`]. A name given more than once is locked
-    /// once: the lock has each distinct name once, in the order of first appearance, so
-    /// locking both accounts of a transfer works when they are the same account. Making the
-    /// handle talks to nobody.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for no names, more than
-    /// [`MAX_MULTI_NAMES`] names, or an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let transfer = client.multi_mutex(["account:17", "account:42"])?;
-    /// assert_eq!(client.multi_mutex(["a", "a"])?.names().count(), 1);
-    /// assert!(client.multi_mutex(Vec::<String>::new()).is_err());
-    /// # let _ = transfer;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn multi_mutex<I>(&self, names: I) -> Result<MultiMutex>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.multi_mutex_with_options(names, MutexOptions::default())
-    }
-
-    /// A lock of several names with its own options: the lease applies to every name, the wait
-    /// timeout to the whole set. See [`Client::multi_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::multi_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`MultiMutexGuard::extend`].
-    pub fn multi_mutex_with_options<I>(&self, names: I, options: MutexOptions) -> Result<MultiMutex>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.shared.require_single("MultiMutex")?;
-        MultiMutex::new(Arc::clone(&self.shared), names, options)
     }
 }
 

@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use crate::client::Shared;
 use crate::error::Result;
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::MUTEX;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 /// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
@@ -100,10 +101,10 @@ impl Mutex {
         };
         let inner = Inner {
             name: keys.display_name(),
-            lock_key: keys.key("mutex"),
+            lock_key: keys.key(MUTEX.lock),
             fence_key: shared.nodes.is_distributed().then(|| keys.fence_key()),
-            waiters_key: keys.key("mutex-waiters"),
-            wake_channel: keys.wake_channel(),
+            waiters_key: keys.key(MUTEX.places),
+            wake_channel: keys.key(MUTEX.wake),
             place_ms,
             lease,
             lease_ms,
@@ -449,202 +450,165 @@ pub struct MutexGuard {
     held: Held<Inner>,
 }
 
-impl MutexGuard {
-    /// The fencing token of this grant: larger than that of every earlier grant of the name.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.held.resource().name
-    }
-
-    /// The instant until which the lock is certainly held: the time the last successful
-    /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether the lock is still held as far as this process knows, without asking Redis:
-    /// the lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when the lock is lost: when renewal finds it deleted or taken, or when the
-    /// validity deadline passes without a successful renewal (Redis unreachable or paused).
-    /// Stop touching the protected resource when it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the lease last at least `lease` from now, if the lock is still held. It
-    /// never shortens it: with less than the time left, nothing changes. A renewed lease
-    /// is renewed as before, which never cuts an extension short: renewals take over when
-    /// the extension has run down to the lock's own lease length.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost; [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of
-    /// range; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
-    /// only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-    /// let guard = client.mutex_with_options("export", options)?.lock().await?;
-    /// guard.extend(Duration::from_secs(60)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
-    /// Releases the lock and reports whether it was still held until then.
-    ///
-    /// A release whose reply was lost is resent; if the resend finds the key gone while the
-    /// validity deadline has not passed, the first send released it (nobody else can have
-    /// taken a lock that was still validly ours), so this reports success rather than a false
-    /// error.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been taken: whatever the guard
-    /// protected was unprotected for a while. [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
-    /// the lock then frees itself when its lease ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
-    /// background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`Mutex`].
-    pub async fn unlock(self) -> Result<()> {
-        self.held.unlock().await
-    }
-
-    /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is left to
-    /// end by itself at `at` (its lease is set to end then, only if it is still ours) instead
-    /// of being freed now, and renewal stops. For work that must not run again soon after it
-    /// ran, such as a cron job whose instances start a few seconds apart: an instance that
-    /// starts after the job ended finds the lock still held. When `at` has passed, this is
-    /// [`unlock`](MutexGuard::unlock).
-    ///
-    /// The lock is free again from `at` on (by the local clock; up to
-    /// [`MIN_LEASE`](crate::MIN_LEASE) later): its expiry is set to `at`, shorter or longer
-    /// than the lease it had. (Unlike [`extend`](MutexGuard::extend), which never shortens: this
-    /// gives the guard up, so no validity is claimed afterwards.)
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
-    /// taken; [`Error::InvalidOption`](crate::Error::InvalidOption) when `at` is more than
-    /// [`MAX_LEASE`](crate::MAX_LEASE) away; [`Error::Redis`](crate::Error::Redis) when Redis
-    /// cannot be reached. On an error the lock is not released: it ends with its lease.
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
-    /// in the background at once, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::{Duration, Instant};
-    /// use relock::Optional;
-    ///
-    /// let mutex = client.mutex("cron:invoices")?;
-    /// if let Some(guard) = mutex.try_lock().await.optional()? {
-    ///     let started = Instant::now();
-    ///     // ... the job, quicker than the instances' start times differ ...
-    ///     guard.unlock_no_earlier_than(started + Duration::from_secs(60)).await?;
-    /// }
-    /// assert!(mutex.try_lock().await.optional()?.is_none(), "a late instance skips it");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
-        self.held.unlock_no_earlier_than(at).await
-    }
-
-    /// Runs `work` while the lock is held, then releases it: `work` gets the grant's fence,
-    /// and its value is returned once the release confirmed that the lock was held throughout.
-    /// When the lock is lost first, `work` is stopped (its future dropped at its current
-    /// `.await`) and [`Error::NotHeld`](crate::Error::NotHeld) returned.
-    ///
-    /// Stopping happens only at an `.await`: a `work` that blocks the thread, or that has
-    /// already sent a write, is not undone. Pass the fence to what you write to where that
-    /// matters.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran
-    /// (stopped) or before its release (`work` ran to the end, partly unprotected);
-    /// [`Error::Redis`](crate::Error::Redis) when the release could not reach Redis (the lock
-    /// then ends with its lease).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops `work` and releases the lock in the background, as for a
-    /// dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// let guard = client.mutex("ledger")?.lock().await?;
-    /// let written = guard.using(|fence| async move { format!("entry under {fence}") }).await?;
-    /// assert!(written.starts_with("entry under"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.held.using(work).await
-    }
-}
-
-impl fmt::Debug for MutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MutexGuard")
-            .field("name", &self.name())
-            .field("fence", &self.fence())
-            .field("held", &self.is_held())
-            .finish()
+guard! {
+    MutexGuard {
+        fence:
+        /// The fencing token of this grant: larger than that of every earlier grant of the name.
+        name:
+        /// The lock's name.
+        valid_until:
+        /// The instant until which the lock is certainly held: the time the last successful
+        /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether the lock is still held as far as this process knows, without asking Redis:
+        /// the lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when the lock is lost: when renewal finds it deleted or taken, or when the
+        /// validity deadline passes without a successful renewal (Redis unreachable or paused).
+        /// Stop touching the protected resource when it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard`].
+        extend:
+        /// Makes the lease last at least `lease` from now, if the lock is still held. It
+        /// never shortens it: with less than the time left, nothing changes. A renewed lease
+        /// is renewed as before, which never cuts an extension short: renewals take over when
+        /// the extension has run down to the lock's own lease length.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost; [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of
+        /// range; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
+        /// only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::Duration;
+        /// use relock::{Lease, MutexOptions};
+        ///
+        /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+        /// let guard = client.mutex_with_options("export", options)?.lock().await?;
+        /// guard.extend(Duration::from_secs(60)).await?;
+        /// guard.unlock().await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release unlock:
+        /// Releases the lock and reports whether it was still held until then.
+        ///
+        /// A release whose reply was lost is resent; if the resend finds the key gone while the
+        /// validity deadline has not passed, the first send released it (nobody else can have
+        /// taken a lock that was still validly ours), so this reports success rather than a false
+        /// error.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been taken: whatever the guard
+        /// protected was unprotected for a while. [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+        /// the lock then frees itself when its lease ends.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
+        /// background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`Mutex`].
+        release_no_earlier_than unlock_no_earlier_than:
+        /// Releases the lock, but not before `at`: when `at` is still ahead, the lock is left to
+        /// end by itself at `at` (its lease is set to end then, only if it is still ours) instead
+        /// of being freed now, and renewal stops. For work that must not run again soon after it
+        /// ran, such as a cron job whose instances start a few seconds apart: an instance that
+        /// starts after the job ended finds the lock still held. When `at` has passed, this is
+        /// [`unlock`](MutexGuard::unlock).
+        ///
+        /// The lock is free again from `at` on (by the local clock; up to
+        /// [`MIN_LEASE`](crate::MIN_LEASE) later): its expiry is set to `at`, shorter or longer
+        /// than the lease it had. (Unlike [`extend`](MutexGuard::extend), which never shortens: this
+        /// gives the guard up, so no validity is claimed afterwards.)
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock had already expired or been
+        /// taken; [`Error::InvalidOption`](crate::Error::InvalidOption) when `at` is more than
+        /// [`MAX_LEASE`](crate::MAX_LEASE) away; [`Error::Redis`](crate::Error::Redis) when Redis
+        /// cannot be reached. On an error the lock is not released: it ends with its lease.
+        ///
+        /// # Cancel safety
+        ///
+        /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
+        /// in the background at once, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::{Duration, Instant};
+        /// use relock::Optional;
+        ///
+        /// let mutex = client.mutex("cron:invoices")?;
+        /// if let Some(guard) = mutex.try_lock().await.optional()? {
+        ///     let started = Instant::now();
+        ///     // ... the job, quicker than the instances' start times differ ...
+        ///     guard.unlock_no_earlier_than(started + Duration::from_secs(60)).await?;
+        /// }
+        /// assert!(mutex.try_lock().await.optional()?.is_none(), "a late instance skips it");
+        /// # Ok(())
+        /// # }
+        /// ```
+        using:
+        /// Runs `work` while the lock is held, then releases it: `work` gets the grant's fence,
+        /// and its value is returned once the release confirmed that the lock was held throughout.
+        /// When the lock is lost first, `work` is stopped (its future dropped at its current
+        /// `.await`) and [`Error::NotHeld`](crate::Error::NotHeld) returned.
+        ///
+        /// Stopping happens only at an `.await`: a `work` that blocks the thread, or that has
+        /// already sent a write, is not undone. Pass the fence to what you write to where that
+        /// matters.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran
+        /// (stopped) or before its release (`work` ran to the end, partly unprotected);
+        /// [`Error::Redis`](crate::Error::Redis) when the release could not reach Redis (the lock
+        /// then ends with its lease).
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping the future drops `work` and releases the lock in the background, as for a
+        /// dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// let guard = client.mutex("ledger")?.lock().await?;
+        /// let written = guard.using(|fence| async move { format!("entry under {fence}") }).await?;
+        /// assert!(written.starts_with("entry under"));
+        /// # Ok(())
+        /// # }
+        /// ```
+        debug: []
     }
 }

@@ -40,14 +40,14 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-#[cfg(feature = "cluster")]
-use crate::cluster::ClusterSource;
-#[cfg(feature = "cluster")]
-use crate::conn::Announce;
 use crate::options::ClientOptions;
 use crate::race::{self, Branch};
+#[cfg(feature = "cluster")]
+use crate::transport::cluster::ClusterSource;
+#[cfg(feature = "cluster")]
+use crate::transport::conn::Announce;
 #[cfg(feature = "sentinel")]
-use crate::sentinel::SentinelConn;
+use crate::transport::sentinel::SentinelConn;
 
 /// Whom a waiter wants to be woken for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,8 +155,9 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    /// Starts one task per source, all waking the same waiters. Each connects on the first
-    /// subscription and ends with the client.
+    /// Starts one task per source, all waking the same waiters. Each opens its connection at
+    /// once, in the background (or, if that fails, at the next subscription), and ends with
+    /// the client.
     pub(crate) fn spawn_all(sources: Vec<Source>, timing: Timing) -> Arc<Notifier> {
         let registry = Arc::new(StdMutex::new(Registry {
             listening: vec![HashSet::new(); sources.len()],
@@ -466,7 +467,10 @@ async fn run(
     registry: Arc<StdMutex<Registry>>,
     mut requests: mpsc::UnboundedReceiver<Request>,
 ) {
-    let mut conn: Option<Connection> = None;
+    // Opened with the client, so that the first contended wait only subscribes: a connect
+    // there would delay the wait by a connection's round trips, on the path a release is
+    // announced on. If it fails, the first subscription tries again, as after a drop.
+    let mut conn: Option<Connection> = connect(&source, timing).await;
     let mut backoff = RECONNECT_MIN;
     let mut moves = source.moves();
     // Channels nobody waits on any more, still subscribed until the instant given.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::{FromRedisValue, ScriptInvocation};
 use tokio::sync::mpsc;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 
 /// The nodes, and the timeout of each node's answer (none on a single node, where the
 /// connection's own response timeout applies).

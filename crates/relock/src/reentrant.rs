@@ -1,35 +1,35 @@
 //! The reentrant mutex, and the explicit owners ([`Holder`]) that reentrant locks are held by.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::REENTRANT;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{announcing_script, granting_script, script, Announcing};
-use crate::token::{random_id, Fence, OwnerToken};
+use crate::shared::Shared;
+use crate::token::OwnerToken;
 
 static ACQUIRE: LazyLock<Script> = granting_script!("rmutex_acquire.lua");
 static RELEASE: LazyLock<Announcing> = announcing_script!("rmutex_release.lua");
 static EXTEND: LazyLock<Script> = script!("rmutex_extend.lua");
 
 /// The longest holder id accepted by [`Client::holder_named`], in bytes.
-const MAX_HOLDER_LEN: usize = 128;
+pub(crate) const MAX_HOLDER_LEN: usize = 128;
 
 /// Who holds a reentrant lock: the owner that re-enters it, and the only one that can release
 /// its holds.
 ///
 /// Reentrant locks ([`ReentrantMutex`], [`RwLock`](crate::RwLock)) do not use thread ids, since
 /// async tasks move between threads and one task may act for several owners: the owner is
-/// passed explicitly. An owner is the id of the [`Client`] that made the holder plus the
+/// passed explicitly. An owner is the id of the [`Client`](crate::Client) that made the holder plus the
 /// holder's own id, so two clients never share an owner even with equal holder names, and a
 /// holder keeps meaning the same owner whichever of its client's locks it is used with.
 ///
@@ -62,7 +62,7 @@ impl Holder {
         }
     }
 
-    /// The holder's own id: random, or the name given to [`Client::holder_named`].
+    /// The holder's own id: random, or the name given to [`Client::holder_named`](crate::Client::holder_named).
     pub fn id(&self) -> &str {
         self.owner.get(self.id_at..).unwrap_or_default()
     }
@@ -89,97 +89,6 @@ impl fmt::Debug for Holder {
     }
 }
 
-impl Client {
-    /// A new owner with a random id (128 bits from the OS), for reentrant locks.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Entropy`](crate::Error::Entropy) when the operating system's random number
-    /// generator fails.
-    ///
-    /// # Examples
-    ///
-    /// See [`Holder`].
-    pub fn holder(&self) -> Result<Holder> {
-        Ok(Holder::new(&self.shared.id, &random_id()?))
-    }
-
-    /// The owner named `id` within this client: every call with the same `id` gives the same
-    /// owner, so a holder can be found again by name (a worker slot, a job id).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) when `id` is empty, longer than
-    /// 128 bytes, or contains `:`.
-    ///
-    /// # Examples
-    ///
-    /// See [`Holder`].
-    pub fn holder_named(&self, id: impl AsRef<str>) -> Result<Holder> {
-        let id = id.as_ref();
-        if id.is_empty() || id.len() > MAX_HOLDER_LEN || id.contains(':') {
-            return Err(Error::InvalidOption {
-                option: "holder_named",
-                reason: format!(
-                    "a holder id has 1 to {MAX_HOLDER_LEN} bytes and no `:`, got {} bytes",
-                    id.len()
-                ),
-            });
-        }
-        Ok(Holder::new(&self.shared.id, id))
-    }
-
-    /// A reentrant mutex named `name`, with the client's default lease and no wait limit.
-    ///
-    /// Making the handle talks to nobody. The reentrant mutex has its own keys: it does not
-    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// See [`ReentrantMutex`].
-    pub fn reentrant_mutex(&self, name: impl AsRef<[u8]>) -> Result<ReentrantMutex> {
-        self.reentrant_mutex_with_options(name, MutexOptions::default())
-    }
-
-    /// A reentrant mutex with its own options. See [`Client::reentrant_mutex`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::reentrant_mutex`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default()
-    ///     .lease(Lease::Renewed(Duration::from_secs(10)))
-    ///     .wait_timeout(Duration::from_secs(2));
-    /// let mutex = client.reentrant_mutex_with_options("ledger", options)?;
-    /// # let _ = mutex;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn reentrant_mutex_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: MutexOptions,
-    ) -> Result<ReentrantMutex> {
-        self.shared.require_single("ReentrantMutex")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        ReentrantMutex::new(Arc::clone(&self.shared), &keys, &options)
-    }
-}
-
 /// A distributed mutex that its owner may lock again while holding it.
 ///
 /// The owner is an explicit [`Holder`], not a thread. Each `lock` by the owner that holds it
@@ -197,7 +106,7 @@ impl Client {
 /// release of a `lock()` cancelled mid-flight, can neither count a hold twice nor give back a
 /// hold it never got.
 ///
-/// **Fencing**: the owner's first hold takes a new [`Fence`]; the holds it adds while it keeps
+/// **Fencing**: the owner's first hold takes a new [`Fence`](crate::Fence); the holds it adds while it keeps
 /// the lock get that same fence, since no other owner can have held the lock in between. A
 /// later owner's first hold gets a larger one.
 ///
@@ -248,7 +157,11 @@ struct Claim {
 }
 
 impl ReentrantMutex {
-    fn new(shared: Arc<Shared>, keys: &LockKeys, options: &MutexOptions) -> Result<Self> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        keys: &LockKeys,
+        options: &MutexOptions,
+    ) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let fence_memory_ms = shared.options.fence_memory_ms();
@@ -256,9 +169,9 @@ impl ReentrantMutex {
             inner: Arc::new(Inner {
                 shared,
                 name: keys.display_name(),
-                lock_key: keys.key("rmutex"),
+                lock_key: keys.key(REENTRANT.lock),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.key("rmutex-wake"),
+                wake_channel: keys.key(REENTRANT.wake),
                 lease,
                 lease_ms,
                 fence_memory_ms,
@@ -507,139 +420,105 @@ pub struct ReentrantMutexGuard {
     held: Held<Claim>,
 }
 
-impl ReentrantMutexGuard {
-    /// The fencing token of the owner's holds: taken by its first hold, shared by the holds it
-    /// added while keeping the lock, larger than that of every earlier owner.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        &self.held.resource().lock.name
-    }
-
-    /// The instant until which this hold is certainly held: the time the last successful
-    /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether this hold is still held as far as this process knows, without asking Redis: the
-    /// lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when this hold is lost: when renewal finds it gone, or when the validity
-    /// deadline passes without a successful renewal. Stop touching the protected resource when
-    /// it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`ReentrantMutexGuard`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the lock last at least `lease` from now, if this hold is still held. It never
-    /// shortens the lock, which the owner's other holds may rely on. A renewed lease is
-    /// renewed as before, which never cuts an extension short: renewals take over when the
-    /// extension has run down to the mutex's own lease length.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was lost;
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
-    /// only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::Duration;
-    /// use relock::{Lease, MutexOptions};
-    ///
-    /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-    /// let mutex = client.reentrant_mutex_with_options("export", options)?;
-    /// let guard = mutex.lock(&client.holder()?).await?;
-    /// guard.extend(Duration::from_secs(60)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
-    /// Gives this hold back and reports whether it was still held until then. The lock is free
-    /// once the owner's last hold is given back.
-    ///
-    /// A release whose reply was lost is resent; if the resend finds the hold gone while the
-    /// validity deadline has not passed, the first send released it, so this reports success
-    /// rather than a false error.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold had already expired: whatever the
-    /// guard protected was unprotected for a while. [`Error::Redis`](crate::Error::Redis) when
-    /// Redis cannot be reached; the lock then frees itself when its lease ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
-    /// background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`ReentrantMutex`].
-    pub async fn unlock(self) -> Result<()> {
-        self.held.unlock().await
-    }
-
-    /// Runs `work` while the hold is held, then gives it back, as
-    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
-    /// the hold is lost.
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::using`](crate::MutexGuard::using).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::using`](crate::MutexGuard::using).
-    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.held.using(work).await
-    }
-}
-
-impl fmt::Debug for ReentrantMutexGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReentrantMutexGuard")
-            .field("name", &self.name())
-            .field("fence", &self.fence())
-            .field("held", &self.is_held())
-            .finish()
+guard! {
+    ReentrantMutexGuard {
+        fence:
+        /// The fencing token of the owner's holds: taken by its first hold, shared by the holds it
+        /// added while keeping the lock, larger than that of every earlier owner.
+        name:
+        /// The lock's name.
+        valid_until:
+        /// The instant until which this hold is certainly held: the time the last successful
+        /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether this hold is still held as far as this process knows, without asking Redis: the
+        /// lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when this hold is lost: when renewal finds it gone, or when the validity
+        /// deadline passes without a successful renewal. Stop touching the protected resource when
+        /// it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`ReentrantMutexGuard`].
+        extend:
+        /// Makes the lock last at least `lease` from now, if this hold is still held. It never
+        /// shortens the lock, which the owner's other holds may rely on. A renewed lease is
+        /// renewed as before, which never cuts an extension short: renewals take over when the
+        /// extension has run down to the mutex's own lease length.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was lost;
+        /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+        /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
+        /// only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::Duration;
+        /// use relock::{Lease, MutexOptions};
+        ///
+        /// let options = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+        /// let mutex = client.reentrant_mutex_with_options("export", options)?;
+        /// let guard = mutex.lock(&client.holder()?).await?;
+        /// guard.extend(Duration::from_secs(60)).await?;
+        /// guard.unlock().await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release unlock:
+        /// Gives this hold back and reports whether it was still held until then. The lock is free
+        /// once the owner's last hold is given back.
+        ///
+        /// A release whose reply was lost is resent; if the resend finds the hold gone while the
+        /// validity deadline has not passed, the first send released it, so this reports success
+        /// rather than a false error.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold had already expired: whatever the
+        /// guard protected was unprotected for a while. [`Error::Redis`](crate::Error::Redis) when
+        /// Redis cannot be reached; the lock then frees itself when its lease ends.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
+        /// background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`ReentrantMutex`].
+        using:
+        /// Runs `work` while the hold is held, then gives it back, as
+        /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+        /// the hold is lost.
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::using`](crate::MutexGuard::using).
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::using`](crate::MutexGuard::using).
+        debug: []
     }
 }
 

@@ -2,22 +2,21 @@
 //! owners, each hold with its own lease.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::RWLOCK;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::options::Lease;
 use crate::reentrant::Holder;
 use crate::scripts::{announcing_script, Announcing};
-use crate::token::{random_id, Fence, OwnerToken};
+use crate::shared::Shared;
+use crate::token::{random_id, OwnerToken};
 
 // Each script starts with the helpers that read and tidy the lock's hash; the granting one with
 // `next_fence` before them.
@@ -100,47 +99,6 @@ impl RwLockOptions {
     pub fn writer_preference(mut self, prefer: bool) -> Self {
         self.writer_preference = prefer;
         self
-    }
-}
-
-impl Client {
-    /// A distributed read-write lock named `name`, with the client's default lease, no wait
-    /// limit, and writer preference.
-    ///
-    /// Making the handle talks to nobody. The read-write lock has its own keys: it does not
-    /// exclude a [`Mutex`](crate::Mutex) of the same name, but shares its fence sequence.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name;
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client, which offers only
-    /// [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// See [`RwLock`].
-    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
-        self.rwlock_with_options(name, RwLockOptions::default())
-    }
-
-    /// A distributed read-write lock with its own options. See [`Client::rwlock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) as for [`Client::rwlock`];
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`RwLockOptions`].
-    pub fn rwlock_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: RwLockOptions,
-    ) -> Result<RwLock> {
-        self.shared.require_single("RwLock")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        RwLock::new(Arc::clone(&self.shared), &keys, &options)
     }
 }
 
@@ -249,7 +207,11 @@ fn refuse_upgrade(result: Result<Held<Claim>>, name: &str) -> Result<Held<Claim>
 }
 
 impl RwLock {
-    fn new(shared: Arc<Shared>, keys: &LockKeys, options: &RwLockOptions) -> Result<Self> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        keys: &LockKeys,
+        options: &RwLockOptions,
+    ) -> Result<Self> {
         let lease = options.lease.unwrap_or(shared.options.default_lease);
         let lease_ms = lease.millis()?;
         let client = &shared.options;
@@ -260,10 +222,10 @@ impl RwLock {
         Ok(RwLock {
             inner: Arc::new(Inner {
                 name: keys.display_name(),
-                lock_key: keys.key("rw"),
+                lock_key: keys.key(RWLOCK.lock),
                 fence_key: keys.fence_key(),
-                read_channel: keys.key("rw-wake-r"),
-                write_channel: keys.key("rw-wake-w"),
+                read_channel: keys.key(RWLOCK.wake_readers),
+                write_channel: keys.key(RWLOCK.wake_writers),
                 lease,
                 lease_ms,
                 fence_memory_ms,
@@ -767,171 +729,134 @@ impl Resource for Claim {
     }
 }
 
-/// The methods both guards share, documented for each.
+/// The docs both guards share, for each with its own words.
 macro_rules! guard_methods {
     ($guard:ident, $hold:literal, $take:literal) => {
-        impl $guard {
-            #[doc = concat!("The fencing token of this ", $hold, " hold (see [`RwLock`], Fencing).")]
-            pub fn fence(&self) -> Fence {
-                self.held.fence()
-            }
-
-            /// The lock's name.
-            pub fn name(&self) -> &str {
-                &self.held.resource().lock.name
-            }
-
-            /// The instant until which this hold is certainly held: the time the last
-            /// successful acquire or renewal was sent, plus the lease, minus a drift allowance
-            /// of 1% + 2 ms.
-            pub fn valid_until(&self) -> std::time::Instant {
-                self.held.valid_until()
-            }
-
-            /// Whether this hold is still held as far as this process knows, without asking
-            /// Redis: the lost signal has not fired and the validity deadline has not passed.
-            pub fn is_held(&self) -> bool {
-                self.held.is_held()
-            }
-
-            /// Completes when this hold is lost: when renewal finds it gone, or when the
-            /// validity deadline passes without a successful renewal. Stop relying on the lock
-            /// when it fires.
-            ///
-            /// # Cancel safety
-            ///
-            /// Cancel safe; call it as often as you like, from `select!` loops too.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            #[doc = concat!("# async fn demo(guard: relock::", stringify!($guard), ") {")]
-            /// tokio::select! {
-            ///     reason = guard.lost() => eprintln!("stopping: {reason}"),
-            ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {} // the work
-            /// }
-            /// # }
-            /// ```
-            pub async fn lost(&self) -> Lost {
-                self.held.lost().await
-            }
-
-            /// Makes this hold's lease last at least `lease` from now, if it is still held;
-            /// the lock's other holds keep theirs. It never shortens the hold: with less
-            /// than the time left, nothing changes. A renewed lease is renewed as before,
-            /// which never cuts an extension short: renewals take over when the extension
-            /// has run down to the lock's own lease length.
-            ///
-            /// # Errors
-            ///
-            /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was lost or has expired;
-            /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
-            /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-            ///
-            /// # Cancel safety
-            ///
-            /// Cancel safe: a dropped extension either reached Redis or did not; the validity
-            /// deadline only moves on a confirmed reply.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// # #[tokio::main(flavor = "current_thread")]
-            /// # async fn main() -> Result<(), relock::Error> {
-            /// # let server = relock_testkit::RedisServer::start();
-            /// # let client = relock::Client::connect(server.url().as_str()).await?;
-            /// use std::time::Duration;
-            /// use relock::{Lease, RwLockOptions};
-            ///
-            /// let options = RwLockOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-            /// let lock = client.rwlock_with_options("export", options)?;
-            #[doc = concat!("let guard = lock.", $take, "().await?;")]
-            /// guard.extend(Duration::from_secs(60)).await?;
-            /// guard.unlock().await?;
-            /// # Ok(())
-            /// # }
-            /// ```
-            pub async fn extend(&self, lease: Duration) -> Result<()> {
-                self.held.extend(lease).await
-            }
-
-            #[doc = concat!("Gives this ", $hold, " hold back and reports whether it was still held until then.")]
-            ///
-            /// A release whose reply was lost is resent; if the resend finds the hold gone
-            /// while the validity deadline has not passed, the first send released it, so this
-            /// reports success rather than a false error.
-            ///
-            /// # Errors
-            ///
-            /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold had already expired:
-            /// whatever it protected was unprotected for a while.
-            /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; the hold
-            /// then ends with its lease.
-            ///
-            /// # Cancel safety
-            ///
-            /// Cancel safe: if the future is dropped before Redis confirmed, the release goes
-            /// on in the background as for a dropped guard.
-            ///
-            /// # Examples
-            ///
-            /// See [`RwLock`].
-            pub async fn unlock(self) -> Result<()> {
-                self.held.unlock().await
-            }
-
-            /// Gives this hold back, but not before `at`, as
-            /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than):
-            /// when `at` is still ahead, the hold is left to end by itself at `at` instead of being
-            /// given back now; otherwise this is [`unlock`](Self::unlock).
-            ///
-            /// # Errors
-            ///
-            /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-            ///
-            /// # Cancel safety
-            ///
-            /// Not cancel safe: if the future is dropped before Redis answered, the hold is given
-            /// back in the background at once, as for a dropped guard.
-            ///
-            /// # Examples
-            ///
-            /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-            pub async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
-                self.held.unlock_no_earlier_than(at).await
-            }
-
-            /// Runs `work` while the hold is held, then gives it back, as
-            /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
-            /// the hold is lost.
-            ///
-            /// # Errors
-            ///
-            /// As [`MutexGuard::using`](crate::MutexGuard::using).
-            ///
-            /// # Cancel safety
-            ///
-            /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
-            ///
-            /// # Examples
-            ///
-            /// See [`MutexGuard::using`](crate::MutexGuard::using).
-            pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-            where
-                F: FnOnce(Fence) -> Fut,
-                Fut: Future<Output = T>,
-            {
-                self.held.using(work).await
-            }
-        }
-
-        impl fmt::Debug for $guard {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($guard))
-                    .field("name", &self.name())
-                    .field("fence", &self.fence())
-                    .field("held", &self.is_held())
-                    .finish()
+        $crate::guard::guard! {
+            $guard {
+                fence:
+                #[doc = concat!("The fencing token of this ", $hold, " hold (see [`RwLock`], Fencing).")]
+                name:
+                /// The lock's name.
+                valid_until:
+                /// The instant until which this hold is certainly held: the time the last
+                /// successful acquire or renewal was sent, plus the lease, minus a drift allowance
+                /// of 1% + 2 ms.
+                is_held:
+                /// Whether this hold is still held as far as this process knows, without asking
+                /// Redis: the lost signal has not fired and the validity deadline has not passed.
+                lost:
+                /// Completes when this hold is lost: when renewal finds it gone, or when the
+                /// validity deadline passes without a successful renewal. Stop relying on the lock
+                /// when it fires.
+                ///
+                /// # Cancel safety
+                ///
+                /// Cancel safe; call it as often as you like, from `select!` loops too.
+                ///
+                /// # Examples
+                ///
+                /// ```no_run
+                #[doc = concat!("# async fn demo(guard: relock::", stringify!($guard), ") {")]
+                /// tokio::select! {
+                ///     reason = guard.lost() => eprintln!("stopping: {reason}"),
+                ///     () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {} // the work
+                /// }
+                /// # }
+                /// ```
+                extend:
+                /// Makes this hold's lease last at least `lease` from now, if it is still held;
+                /// the lock's other holds keep theirs. It never shortens the hold: with less
+                /// than the time left, nothing changes. A renewed lease is renewed as before,
+                /// which never cuts an extension short: renewals take over when the extension
+                /// has run down to the lock's own lease length.
+                ///
+                /// # Errors
+                ///
+                /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was lost or has expired;
+                /// [`Error::InvalidOption`](crate::Error::InvalidOption) for a lease out of range;
+                /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+                ///
+                /// # Cancel safety
+                ///
+                /// Cancel safe: a dropped extension either reached Redis or did not; the validity
+                /// deadline only moves on a confirmed reply.
+                ///
+                /// # Examples
+                ///
+                /// ```
+                /// # #[tokio::main(flavor = "current_thread")]
+                /// # async fn main() -> Result<(), relock::Error> {
+                /// # let server = relock_testkit::RedisServer::start();
+                /// # let client = relock::Client::connect(server.url().as_str()).await?;
+                /// use std::time::Duration;
+                /// use relock::{Lease, RwLockOptions};
+                ///
+                /// let options = RwLockOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+                /// let lock = client.rwlock_with_options("export", options)?;
+                #[doc = concat!("let guard = lock.", $take, "().await?;")]
+                /// guard.extend(Duration::from_secs(60)).await?;
+                /// guard.unlock().await?;
+                /// # Ok(())
+                /// # }
+                /// ```
+                release unlock:
+                #[doc = concat!("Gives this ", $hold, " hold back and reports whether it was still held until then.")]
+                ///
+                /// A release whose reply was lost is resent; if the resend finds the hold gone
+                /// while the validity deadline has not passed, the first send released it, so this
+                /// reports success rather than a false error.
+                ///
+                /// # Errors
+                ///
+                /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold had already expired:
+                /// whatever it protected was unprotected for a while.
+                /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; the hold
+                /// then ends with its lease.
+                ///
+                /// # Cancel safety
+                ///
+                /// Cancel safe: if the future is dropped before Redis confirmed, the release goes
+                /// on in the background as for a dropped guard.
+                ///
+                /// # Examples
+                ///
+                /// See [`RwLock`].
+                release_no_earlier_than unlock_no_earlier_than:
+                /// Gives this hold back, but not before `at`, as
+                /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than):
+                /// when `at` is still ahead, the hold is left to end by itself at `at` instead of being
+                /// given back now; otherwise this is [`unlock`](Self::unlock).
+                ///
+                /// # Errors
+                ///
+                /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+                ///
+                /// # Cancel safety
+                ///
+                /// Not cancel safe: if the future is dropped before Redis answered, the hold is given
+                /// back in the background at once, as for a dropped guard.
+                ///
+                /// # Examples
+                ///
+                /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+                using:
+                /// Runs `work` while the hold is held, then gives it back, as
+                /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+                /// the hold is lost.
+                ///
+                /// # Errors
+                ///
+                /// As [`MutexGuard::using`](crate::MutexGuard::using).
+                ///
+                /// # Cancel safety
+                ///
+                /// Dropping the future drops `work` and gives it back in the background, as for a dropped guard.
+                ///
+                /// # Examples
+                ///
+                /// See [`MutexGuard::using`](crate::MutexGuard::using).
+                debug: []
             }
         }
     };

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 pub(crate) use redis::Script;
 
-use crate::conn::Conn;
+use crate::transport::conn::Conn;
 
 /// A script that grants locks: `lua/fence.lua` (`next_fence`) followed by `lua/<file>`.
 macro_rules! granting_script {

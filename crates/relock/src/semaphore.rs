@@ -7,14 +7,15 @@ use std::time::Duration;
 
 use redis::{Script, ScriptInvocation};
 
-use crate::client::{Client, Shared};
 use crate::error::{Error, Result};
 use crate::grant::{self, Held, Resource};
+use crate::guard::guard;
 use crate::keeper::{RenewKind, Renewal};
+use crate::keys::layout::SEMAPHORE;
 use crate::keys::LockKeys;
-use crate::lease::Lost;
 use crate::options::Lease;
 use crate::scripts::{announcing_script, Announcing};
+use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
 /// A semaphore script: the shared grant helpers followed by `lua/<file>`; granting scripts
@@ -151,57 +152,8 @@ impl SemaphoreOptions {
     }
 }
 
-impl Client {
-    /// A distributed semaphore named `name` with `permits` permits in all, the client's default
-    /// lease and no wait limit.
-    ///
-    /// Making the handle talks to nobody. `permits` is the total this handle stores in Redis
-    /// when none is stored yet (see [`Semaphore`] for how processes agree on the total). Names
-    /// are bytes, as for [`Client::mutex`]; a semaphore and a mutex of the same name do not
-    /// interfere.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`] for an empty or too long name; [`Error::InvalidOption`] for zero
-    /// permits; [`Error::Unsupported`] on a RedLock client, which offers only [`Mutex`](crate::Mutex).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(client: relock::Client) -> Result<(), relock::Error> {
-    /// let uploads = client.semaphore("uploads", 4)?;
-    /// assert!(client.semaphore("uploads", 0).is_err());
-    /// # let _ = uploads;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
-        self.semaphore_with_options(name, permits, SemaphoreOptions::default())
-    }
-
-    /// A distributed semaphore with its own options. See [`Client::semaphore`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::semaphore`]; [`Error::InvalidOption`] for a lease out of range.
-    ///
-    /// # Examples
-    ///
-    /// See [`SemaphoreOptions`].
-    pub fn semaphore_with_options(
-        &self,
-        name: impl AsRef<[u8]>,
-        permits: u32,
-        options: SemaphoreOptions,
-    ) -> Result<Semaphore> {
-        self.shared.require_single("Semaphore")?;
-        let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        Semaphore::new(Arc::clone(&self.shared), keys, permits, options)
-    }
-}
-
 impl Semaphore {
-    fn new(
+    pub(crate) fn new(
         shared: Arc<Shared>,
         keys: LockKeys,
         permits: u32,
@@ -215,9 +167,9 @@ impl Semaphore {
             inner: Arc::new(Inner {
                 shared,
                 name: keys.display_name(),
-                hash_key: keys.key("sem"),
+                hash_key: keys.key(SEMAPHORE.lock),
                 fence_key: keys.fence_key(),
-                wake_channel: keys.key("sem-wake"),
+                wake_channel: keys.key(SEMAPHORE.wake),
                 permits,
                 lease,
                 lease_ms,
@@ -717,157 +669,121 @@ impl SemaphorePermit {
     pub fn permits(&self) -> u32 {
         self.held.resource().permits
     }
-
-    /// The fencing token of this grant: larger than that of every earlier grant of the name.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
-    }
-
-    /// The semaphore's name.
-    pub fn name(&self) -> &str {
-        &self.held.resource().semaphore.name
-    }
-
-    /// The instant until which the permits are certainly held: the time the last successful
-    /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
-    pub fn valid_until(&self) -> std::time::Instant {
-        self.held.valid_until()
-    }
-
-    /// Whether the permits are still held as far as this process knows, without asking
-    /// Redis: the lost signal has not fired and the validity deadline has not passed.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Completes when the permits are lost: when renewal finds the grant gone, or when the
-    /// validity deadline passes without a successful renewal (Redis unreachable or paused).
-    /// Stop using what the permits guard when it fires.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; call it as often as you like, from `select!` loops too.
-    ///
-    /// # Examples
-    ///
-    /// See [`SemaphorePermit`].
-    pub async fn lost(&self) -> Lost {
-        self.held.lost().await
-    }
-
-    /// Makes the grant's lease last at least `lease` from now, if it still stands. It
-    /// never shortens it: with less than the time left, nothing changes. A renewed lease
-    /// is renewed as before, which never cuts an extension short: renewals take over when
-    /// the extension has run down to the lock's own lease length.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] when the grant was lost; [`Error::InvalidOption`] for a lease out of
-    /// range; [`Error::Redis`] when Redis cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
-    /// only moves on a confirmed reply.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), relock::Error> {
-    /// # let server = relock_testkit::RedisServer::start();
-    /// # let client = relock::Client::connect(server.url().as_str()).await?;
-    /// use std::time::Duration;
-    /// use relock::{Lease, SemaphoreOptions};
-    ///
-    /// let options = SemaphoreOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
-    /// let permit = client.semaphore_with_options("batch", 2, options)?.acquire().await?;
-    /// permit.extend(Duration::from_secs(60)).await?;
-    /// permit.release().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        self.held.extend(lease).await
-    }
-
-    /// Gives the permits back and reports whether they were still held until then.
-    ///
-    /// A release whose reply was lost is resent; if the resend finds the grant gone while the
-    /// validity deadline has not passed, the first send released it, so this reports success
-    /// rather than a false error.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] when the grant's lease had already ended: whatever the permits
-    /// guarded was unguarded for a while. [`Error::Redis`] when Redis cannot be reached; the
-    /// permits then come back when the lease ends.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
-    /// background as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`Semaphore`].
-    pub async fn release(self) -> Result<()> {
-        self.held.unlock().await
-    }
-
-    /// Gives the permits back, but not before `at`, as
-    /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
-    /// is still ahead, the permits are left to end by themselves at `at` instead of being
-    /// given back now; otherwise this is [`release`](SemaphorePermit::release).
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: if the future is dropped before Redis answered, the permits is given
-    /// back in the background at once, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
-    pub async fn release_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
-        self.held.unlock_no_earlier_than(at).await
-    }
-
-    /// Runs `work` while the grant of permits is held, then gives the permits back, as
-    /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
-    /// the grant of permits is lost.
-    ///
-    /// # Errors
-    ///
-    /// As [`MutexGuard::using`](crate::MutexGuard::using).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future drops `work` and gives the permits back in the background, as for a dropped guard.
-    ///
-    /// # Examples
-    ///
-    /// See [`MutexGuard::using`](crate::MutexGuard::using).
-    pub async fn using<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.held.using(work).await
-    }
 }
 
-impl fmt::Debug for SemaphorePermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SemaphorePermit")
-            .field("name", &self.name())
-            .field("permits", &self.permits())
-            .field("fence", &self.fence())
-            .field("held", &self.is_held())
-            .finish()
+guard! {
+    SemaphorePermit {
+        fence:
+        /// The fencing token of this grant: larger than that of every earlier grant of the name.
+        name:
+        /// The semaphore's name.
+        valid_until:
+        /// The instant until which the permits are certainly held: the time the last successful
+        /// acquire or renewal was sent, plus the lease, minus a drift allowance of 1% + 2 ms.
+        is_held:
+        /// Whether the permits are still held as far as this process knows, without asking
+        /// Redis: the lost signal has not fired and the validity deadline has not passed.
+        lost:
+        /// Completes when the permits are lost: when renewal finds the grant gone, or when the
+        /// validity deadline passes without a successful renewal (Redis unreachable or paused).
+        /// Stop using what the permits guard when it fires.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe; call it as often as you like, from `select!` loops too.
+        ///
+        /// # Examples
+        ///
+        /// See [`SemaphorePermit`].
+        extend:
+        /// Makes the grant's lease last at least `lease` from now, if it still stands. It
+        /// never shortens it: with less than the time left, nothing changes. A renewed lease
+        /// is renewed as before, which never cuts an extension short: renewals take over when
+        /// the extension has run down to the lock's own lease length.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`] when the grant was lost; [`Error::InvalidOption`] for a lease out of
+        /// range; [`Error::Redis`] when Redis cannot be reached.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: a dropped extension either reached Redis or did not; the validity deadline
+        /// only moves on a confirmed reply.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), relock::Error> {
+        /// # let server = relock_testkit::RedisServer::start();
+        /// # let client = relock::Client::connect(server.url().as_str()).await?;
+        /// use std::time::Duration;
+        /// use relock::{Lease, SemaphoreOptions};
+        ///
+        /// let options = SemaphoreOptions::default().lease(Lease::Fixed(Duration::from_secs(5)));
+        /// let permit = client.semaphore_with_options("batch", 2, options)?.acquire().await?;
+        /// permit.extend(Duration::from_secs(60)).await?;
+        /// permit.release().await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        release release:
+        /// Gives the permits back and reports whether they were still held until then.
+        ///
+        /// A release whose reply was lost is resent; if the resend finds the grant gone while the
+        /// validity deadline has not passed, the first send released it, so this reports success
+        /// rather than a false error.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::NotHeld`] when the grant's lease had already ended: whatever the permits
+        /// guarded was unguarded for a while. [`Error::Redis`] when Redis cannot be reached; the
+        /// permits then come back when the lease ends.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: if the future is dropped before Redis confirmed, the release goes on in the
+        /// background as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`Semaphore`].
+        release_no_earlier_than release_no_earlier_than:
+        /// Gives the permits back, but not before `at`, as
+        /// [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than): when `at`
+        /// is still ahead, the permits are left to end by themselves at `at` instead of being
+        /// given back now; otherwise this is [`release`](SemaphorePermit::release).
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        ///
+        /// # Cancel safety
+        ///
+        /// Not cancel safe: if the future is dropped before Redis answered, the permits is given
+        /// back in the background at once, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::unlock_no_earlier_than`](crate::MutexGuard::unlock_no_earlier_than).
+        using:
+        /// Runs `work` while the grant of permits is held, then gives the permits back, as
+        /// [`MutexGuard::using`](crate::MutexGuard::using): `work` gets the fence and is stopped when
+        /// the grant of permits is lost.
+        ///
+        /// # Errors
+        ///
+        /// As [`MutexGuard::using`](crate::MutexGuard::using).
+        ///
+        /// # Cancel safety
+        ///
+        /// Dropping the future drops `work` and gives the permits back in the background, as for a dropped guard.
+        ///
+        /// # Examples
+        ///
+        /// See [`MutexGuard::using`](crate::MutexGuard::using).
+        debug: [permits]
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, ms};
+use common::{client, client_with, eventually, ms};
 use relock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions, MIN_LEASE};
 use relock_testkit::{Proxy, RedisServer, ServerOptions};
 
@@ -598,8 +598,9 @@ async fn f22_an_outage_past_the_wait_limit_reports_the_last_error_at_the_limit()
     );
 }
 
-/// A client of `server` through a proxy that can cut its connections one by one, and the
-/// number of its pub/sub connection, which it opens at its first wait (`warm_up`).
+/// A client of `server` through a proxy that can cut its connections one by one: its command
+/// connection is number 0, and its pub/sub connection, which it opens in the background as it
+/// is made, number 1. Returns once both are open.
 async fn client_behind_proxy(
     server: &RedisServer,
     options: ClientOptions,
@@ -608,8 +609,59 @@ async fn client_behind_proxy(
     let c = relock::Client::connect_with_options(proxy.url().as_str(), options)
         .await
         .expect("connect through the proxy");
-    assert_eq!(proxy.accepted(), 1, "the command connection");
+    let both_open = eventually(Duration::from_secs(10), || proxy.accepted() >= 2).await;
+    assert!(both_open, "the pub/sub connection opened with the client");
+    assert_eq!(
+        proxy.accepted(),
+        2,
+        "one command and one pub/sub connection"
+    );
     (c, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_contended_wait_opens_no_connection() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let (waiter, proxy) = client_behind_proxy(&server, options).await;
+    let took = handoff(&holder, &waiter, "first-wait", ms(500)).await;
+    assert!(took < Duration::from_secs(2), "announced: {took:?}");
+    assert_eq!(
+        proxy.accepted(),
+        2,
+        "the wait subscribed on the connection opened with the client"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f35_a_client_whose_pub_sub_connection_cannot_open_still_locks() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into());
+    // Every connection after the command connection hangs: the one opened with the client
+    // and each one a subscription tries after it.
+    for connection in 1..1000 {
+        proxy.set_cut_connection(connection, true);
+    }
+    let options = ClientOptions::default()
+        .wake_fallback(ms(300))
+        .connection_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let waiter = relock::Client::connect_with_options(proxy.url().as_str(), options)
+        .await
+        .expect("made without its pub/sub connection");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the client is made without waiting for its pub/sub connection"
+    );
+    let took = handoff(&holder, &waiter, "no-pub-sub", ms(300)).await;
+    assert!(
+        took < Duration::from_secs(10),
+        "the waiter's fallback timer took it: {took:?}"
+    );
+    assert!(proxy.accepted() >= 2, "a pub/sub connection was tried");
 }
 
 /// How long after `holder` releases `name` the waiting `waiter` holds it. The waiter is given

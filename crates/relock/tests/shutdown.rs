@@ -190,19 +190,21 @@ async fn shutdown_closes_the_notification_connection() {
         .lock()
         .await
         .expect("lock");
+    let before_client = connections(&server);
     let waiter = client(&server).await;
-    let before_waiting = connections(&server);
+    let opened = eventually(PROMPTLY, || connections(&server) == before_client + 2).await;
+    assert!(
+        opened,
+        "the waiter's client opened its command and pub/sub connections"
+    );
     let mutex = waiter.mutex("busy").expect("name");
     let waiting = tokio::spawn(async move { mutex.lock().await });
-    let subscribed = eventually(PROMPTLY, || connections(&server) == before_waiting + 1).await;
-    assert!(
-        subscribed,
-        "the waiter's client opened its pub/sub connection"
-    );
+    // Let the waiter be refused once and subscribe.
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     waiter.shutdown().await.expect("shutdown");
 
-    let closed = eventually(PROMPTLY, || connections(&server) == before_waiting).await;
+    let closed = eventually(PROMPTLY, || connections(&server) == before_client + 1).await;
     assert!(closed, "the pub/sub connection closed with the shutdown");
     let outcome = waiting.await.expect("no panic");
     assert!(matches!(outcome, Err(Error::Shutdown)), "{outcome:?}");

@@ -13,7 +13,7 @@ use crate::options::{ClientOptions, MutexOptions};
 use crate::reentrant::Holder;
 use crate::rwlock::RwLockOptions;
 use crate::semaphore::SemaphoreOptions;
-use crate::sentinel::SentinelOptions;
+use crate::transport::sentinel::SentinelOptions;
 
 /// A connection to Redis for blocking code, and the runtime its background work runs on.
 ///

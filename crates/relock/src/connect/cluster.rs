@@ -1,29 +1,26 @@
-//! Connecting to Redis Cluster: every key of a lock name shares the name's hash tag, so each
-//! script runs on the one master that serves the name's slot, and releases are announced with
-//! sharded pub/sub on that master (plain pub/sub, broadcast to every node, on Redis 6.2).
-//! Without the `cluster` feature the constructors stay, and refuse with
+//! `Client::connect_cluster`: each script runs on the one master that serves its name's
+//! slot. Without the `cluster` feature the constructors stay, and refuse with
 //! [`Error::Unsupported`](crate::Error::Unsupported).
 
 #[cfg(not(feature = "cluster"))]
 use std::convert::Infallible;
 
 #[cfg(feature = "cluster")]
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClient;
 use redis::IntoConnectionInfo;
-#[cfg(feature = "cluster")]
-use redis::ProtocolVersion;
 
-use crate::client::{addresses, Client};
-#[cfg(feature = "cluster")]
-use crate::conn::{Announce, Conn};
-#[cfg(not(feature = "cluster"))]
-use crate::error::Error;
+use crate::client::Client;
 use crate::error::Result;
 #[cfg(feature = "cluster")]
 use crate::notify::Source;
 use crate::options::ClientOptions;
+use crate::transport::cluster::cluster_nodes;
 #[cfg(feature = "cluster")]
-use crate::server;
+use crate::transport::cluster::ClusterSource;
+#[cfg(feature = "cluster")]
+use crate::transport::conn::{Announce, Conn};
+#[cfg(feature = "cluster")]
+use crate::transport::server;
 
 impl Client {
     /// Connects to a Redis Cluster with default options. See
@@ -119,37 +116,6 @@ impl Client {
     }
 }
 
-/// The client of the cluster and its nodes' addresses, with the options checked: all that
-/// [`Client::connect_cluster_with_options`] does before it connects.
-#[cfg(feature = "cluster")]
-pub(crate) fn cluster_nodes<I, T>(
-    nodes: I,
-    options: &ClientOptions,
-) -> Result<(ClusterClient, Vec<redis::ConnectionInfo>)>
-where
-    I: IntoIterator<Item = T>,
-    T: IntoConnectionInfo,
-{
-    let nodes = addresses(nodes, options, "nodes", "cluster node")?;
-    let commands = builder(nodes.clone(), options).build()?;
-    Ok((commands, nodes))
-}
-
-/// Checks the nodes' addresses and the options, then refuses: this build leaves Redis Cluster
-/// out.
-#[cfg(not(feature = "cluster"))]
-pub(crate) fn cluster_nodes<I, T>(nodes: I, options: &ClientOptions) -> Result<Infallible>
-where
-    I: IntoIterator<Item = T>,
-    T: IntoConnectionInfo,
-{
-    addresses(nodes, options, "nodes", "cluster node")?;
-    Err(Error::Unsupported {
-        what: "Redis Cluster",
-        deployment: "this build of relock (its `cluster` feature is off)",
-    })
-}
-
 /// Connects to the cluster, its client and addresses checked.
 #[cfg(feature = "cluster")]
 async fn connect(
@@ -178,47 +144,6 @@ async fn connect(
 #[cfg(not(feature = "cluster"))]
 async fn connect(never: Infallible, _: ClientOptions) -> Result<Client> {
     match never {}
-}
-
-/// What the notification task needs to open its own cluster connection, which receives the
-/// sharded messages (RESP3 pushes) of every master.
-#[cfg(feature = "cluster")]
-#[derive(Clone)]
-pub(crate) struct ClusterSource {
-    nodes: Vec<redis::ConnectionInfo>,
-    options: ClientOptions,
-    announce: Announce,
-}
-
-#[cfg(feature = "cluster")]
-impl ClusterSource {
-    /// How releases are announced, so how waiters subscribe.
-    pub(crate) fn announce(&self) -> Announce {
-        self.announce
-    }
-
-    /// A client whose connections deliver pushes to `pushes`.
-    pub(crate) fn client(
-        &self,
-        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
-    ) -> redis::RedisResult<ClusterClient> {
-        builder(self.nodes.clone(), &self.options)
-            .use_protocol(ProtocolVersion::RESP3)
-            .push_sender(pushes)
-            .build()
-    }
-}
-
-#[cfg(feature = "cluster")]
-fn builder(nodes: Vec<redis::ConnectionInfo>, options: &ClientOptions) -> ClusterClientBuilder {
-    let builder = ClusterClientBuilder::new(nodes)
-        .connection_timeout(options.connection_timeout)
-        .response_timeout(options.response_timeout);
-    #[cfg(feature = "tls")]
-    if let Some(certificates) = options.tls.certificates() {
-        return builder.certs(certificates);
-    }
-    builder
 }
 
 #[cfg(all(test, not(feature = "cluster")))]

@@ -13,7 +13,7 @@ use redis::FromRedisValue;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 #[cfg(feature = "sentinel")]
-use crate::sentinel::SentinelConn;
+use crate::transport::sentinel::SentinelConn;
 
 /// A hash slot of Redis Cluster: the keys of one slot may go into one script.
 #[cfg(feature = "cluster")]
