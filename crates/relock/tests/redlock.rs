@@ -395,21 +395,28 @@ async fn a_lease_that_loses_its_majority_is_reported_lost() {
     let servers = masters(5);
     let client = redlock(urls(&servers), options()).await;
     let guard = held(&client, "revoked", Lease::Renewed(ms(900))).await;
-    // The lock returns once a majority granted it; the other masters' grants may still be on
-    // their way, and one landing after the deletions below would give the lease a fourth.
-    let everywhere = || {
-        servers
-            .iter()
-            .all(|server| server.cli(&["EXISTS", &lock_key("revoked")]) == "1")
-    };
-    assert!(common::eventually(ms(2_000), everywhere).await);
-    // Two masters forgetting it is survivable; three is not.
-    for server in &servers[..2] {
-        server.cli(&["DEL", &lock_key("revoked")]);
+    // The lock returns once a majority granted it: the other masters' grants may land later, or
+    // never (a request that outlasts the node timeout, as on a loaded machine, is given up).
+    // Three masters that hold it stay; every other master gets a foreign holder, which also
+    // keeps a grant still on its way from landing there.
+    tokio::time::sleep(ms(200)).await;
+    let holding: Vec<usize> = (0..servers.len())
+        .filter(|&i| {
+            let value = servers[i].cli(&["GET", &lock_key("revoked")]);
+            !value.is_empty() && value != FOREIGN
+        })
+        .collect();
+    assert!(holding.len() >= 3, "granted by a majority: {holding:?}");
+    let kept = &holding[..3];
+    for (i, server) in servers.iter().enumerate() {
+        if !kept.contains(&i) {
+            server.cli(&["SET", &lock_key("revoked"), FOREIGN, "PX", "60000"]);
+        }
     }
     tokio::time::sleep(ms(700)).await;
     assert!(guard.is_held(), "3 of 5 still renew it");
-    servers[2].cli(&["DEL", &lock_key("revoked")]);
+    // Three masters no longer holding it is not survivable.
+    servers[kept[0]].cli(&["SET", &lock_key("revoked"), FOREIGN, "PX", "60000"]);
     let lost = tokio::time::timeout(ms(2_000), guard.lost())
         .await
         .expect("lost within a renewal interval or so");

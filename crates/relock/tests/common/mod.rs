@@ -144,9 +144,13 @@ pub async fn connect_with_raw(url: &str) -> (Client, MultiplexedConnection) {
     let client = Client::connect(url)
         .await
         .expect("the worker connects to redis");
+    // A loaded machine can take longer than the default half second to answer a test's
+    // bookkeeping; what the tests measure goes through `client`.
+    let patient =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
     let conn = redis::Client::open(url)
         .expect("valid redis url")
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&patient)
         .await
         .expect("the worker opens a raw redis connection");
     (client, conn)
