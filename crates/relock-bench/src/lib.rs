@@ -13,6 +13,7 @@ pub mod latency;
 pub mod machine;
 pub mod market;
 pub mod peers;
+pub mod progress;
 pub mod redisinfo;
 pub mod redlock;
 pub mod renewal;

@@ -259,6 +259,15 @@ pub fn short_number(v: f64) -> String {
     }
 }
 
+/// `a ÷ b` with two decimals for a ratio column; `∞` when `b` is not positive.
+pub fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "∞".to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

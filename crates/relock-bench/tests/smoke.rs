@@ -51,6 +51,11 @@ async fn uncontended_compares_relock_with_the_limit() {
             row.ratio > 0.0 && row.relock.commands_per_cycle >= 2.0,
             "{row:?}"
         );
+        // Redis spends CPU on every cycle: a zero would be a misread INFO cpu.
+        assert!(
+            row.relock.redis_cpu_us_per_cycle > 0.0 && row.limit.redis_cpu_us_per_cycle > 0.0,
+            "{row:?}"
+        );
     }
     written(dir.path(), "uncontended");
 }
@@ -66,7 +71,9 @@ async fn handoffs_change_hands_without_overlap() {
         let s = &run.stats;
         assert_eq!(s.overlaps, 0, "{run:?}");
         assert!(
-            s.acquires > 3 && run.commands_per_acquire > Some(0.0),
+            s.acquires > 3
+                && run.commands_per_acquire > Some(0.0)
+                && run.redis_cpu_us_per_acquire > Some(0.0),
             "{run:?}"
         );
         if run.mode == Mode::Handoff {
