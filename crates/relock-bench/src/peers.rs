@@ -574,7 +574,11 @@ fn install_python(dir: &Path) -> std::result::Result<Installed, String> {
 
 /// Writes a Python worker into the folder of Python workers, beside the module they share
 /// (Python finds it in the script's own folder), and returns the worker's path.
-fn python_worker(dir: &Path, file: &str, text: &str) -> std::result::Result<String, String> {
+pub(crate) fn python_worker(
+    dir: &Path,
+    file: &str,
+    text: &str,
+) -> std::result::Result<String, String> {
     let folder = dir.join("python");
     write(&folder.join("contend.py"), PYTHON_CONTEND)?;
     let worker = folder.join(file);
@@ -631,6 +635,16 @@ fn install_rslock(dir: &Path) -> std::result::Result<Installed, String> {
 /// `etcd` and `etcdctl` from Debian's `etcd-server` and `etcd-client`, installed with apt-get
 /// when missing, and the driver of `etcdctl lock` workers.
 fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
+    ensure_etcd()?;
+    Ok(Installed {
+        program: PathBuf::from("python3"),
+        args: vec![python_worker(dir, "worker_etcd.py", ETCD_WORKER)?],
+    })
+}
+
+/// Installs `etcd` and `etcdctl` from Debian's `etcd-server` and `etcd-client` with apt-get
+/// when they are not on the PATH.
+pub(crate) fn ensure_etcd() -> std::result::Result<(), String> {
     if !(on_path("etcd") && on_path("etcdctl")) {
         if !on_path("apt-get") {
             return Err("etcd and etcdctl are not on the PATH and there is no apt-get".to_owned());
@@ -654,10 +668,7 @@ fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
             "apt-get install etcd-server etcd-client",
         )?;
     }
-    Ok(Installed {
-        program: PathBuf::from("python3"),
-        args: vec![python_worker(dir, "worker_etcd.py", ETCD_WORKER)?],
-    })
+    Ok(())
 }
 
 fn on_path(program: &str) -> bool {
@@ -666,14 +677,14 @@ fn on_path(program: &str) -> bool {
 }
 
 /// A private single-member etcd on free loopback ports, stopped on drop.
-struct EtcdServer {
+pub(crate) struct EtcdServer {
     child: std::process::Child,
     port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl EtcdServer {
-    fn start() -> std::result::Result<EtcdServer, String> {
+    pub(crate) fn start() -> std::result::Result<EtcdServer, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("etcd data folder: {e}"))?;
         let port = crate::server::free_port().map_err(|e| e.to_string())?;
         let peer_port = crate::server::free_port().map_err(|e| e.to_string())?;
@@ -724,7 +735,7 @@ impl EtcdServer {
         Err("etcd did not become healthy within 10 s".to_owned())
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 }
