@@ -378,6 +378,7 @@ impl Observers {
         if count > 0 {
             let commands: Vec<Command> = match side.system {
                 System::Relock => {
+                    // The relock candidate's program is the bench itself.
                     let mut command = Command::new(&side.candidate.0);
                     command
                         .arg("elect-observers")
