@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::report::Output;
-use crate::{bench_dir, handoff, market, peers, redlock, renewal, uncontended, Result, Settings};
+use crate::{
+    bench_dir, election, handoff, market, peers, redlock, renewal, uncontended, Result, Settings,
+};
 
 /// relock measured beside the limit of the same Redis and beside its peers, in one run.
 #[derive(Debug, Parser)]
@@ -35,6 +37,20 @@ struct Cli {
         default_value = "10000,100000"
     )]
     leases: Vec<usize>,
+    /// Lease of both sides of the election scenario (etcd rounds it up to whole seconds).
+    #[arg(long, global = true, default_value = "2s", value_parser = parse_duration)]
+    election_lease: Duration,
+    /// Rounds of each takeover measurement of the election scenario.
+    #[arg(long, global = true, default_value = "7", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    election_rounds: u32,
+    /// Observer counts of the election scenario.
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        default_value = "0,1,10,100"
+    )]
+    observers: Vec<usize>,
     /// Where results are written [default: bench/results].
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -48,7 +64,7 @@ struct Cli {
     peers_dir: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Subcommand)]
+#[derive(Clone, Debug, PartialEq, Eq, Subcommand)]
 enum Scenario {
     /// Every scenario, in order.
     All,
@@ -64,6 +80,22 @@ enum Scenario {
     Renewal,
     /// 6: the market simulation of "Redis in Action" 6.2.
     Market,
+    /// 7: leader election takeover and observers, beside etcd.
+    Election,
+    /// A relock election candidate driven on stdin, for the election scenario.
+    #[command(hide = true)]
+    ElectCandidate {
+        url: String,
+        name: String,
+        lease_ms: u64,
+    },
+    /// Relock clients observing an election, for the election scenario.
+    #[command(hide = true)]
+    ElectObservers {
+        url: String,
+        name: String,
+        count: usize,
+    },
 }
 
 /// Runs the command line and returns the process exit code: 0, 1 when a scenario failed, 2
@@ -84,6 +116,9 @@ pub fn main() -> ExitCode {
     settings.tasks = cli.tasks.clone();
     settings.leases = cli.leases.clone();
     settings.peers = cli.peers.clone();
+    settings.election_lease = cli.election_lease;
+    settings.election_rounds = cli.election_rounds;
+    settings.observers = cli.observers.clone();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,7 +129,18 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.scenario, &settings)) {
+    let outcome = match &cli.scenario {
+        Scenario::ElectCandidate {
+            url,
+            name,
+            lease_ms,
+        } => runtime.block_on(election::candidate_process(url, name, *lease_ms)),
+        Scenario::ElectObservers { url, name, count } => {
+            runtime.block_on(election::observers_process(url, name, *count))
+        }
+        scenario => runtime.block_on(run(scenario, &settings)),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("relock-bench: {e}");
@@ -103,31 +149,35 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn run(scenario: Scenario, settings: &Settings) -> Result<()> {
+async fn run(scenario: &Scenario, settings: &Settings) -> Result<()> {
     let output = Output::new(&settings.out)?;
     let run = settings.run_info.clone();
     println!(
         "relock-bench {} on {} cores ({}), {}, commit {}",
         run.date, run.cores, run.cpu_model, run.server, run.git_commit
     );
-    let all = scenario == Scenario::All;
-    if all || scenario == Scenario::Uncontended {
+    let all = *scenario == Scenario::All;
+    let chosen = |one: Scenario| all || *scenario == one;
+    if chosen(Scenario::Uncontended) {
         uncontended::run(settings, &output).await?;
     }
-    if all || scenario == Scenario::Handoff {
+    if chosen(Scenario::Handoff) {
         handoff::run(settings, &output).await?;
     }
-    if all || scenario == Scenario::Peers {
+    if chosen(Scenario::Peers) {
         peers::run(settings, &output).await?;
     }
-    if all || scenario == Scenario::Redlock {
+    if chosen(Scenario::Redlock) {
         redlock::run(settings, &output).await?;
     }
-    if all || scenario == Scenario::Renewal {
+    if chosen(Scenario::Renewal) {
         renewal::run(settings, &output).await?;
     }
-    if all || scenario == Scenario::Market {
+    if chosen(Scenario::Market) {
         market::run(settings, &output).await?;
+    }
+    if chosen(Scenario::Election) {
+        election::run(settings, &output).await?;
     }
     Ok(())
 }

@@ -15,7 +15,8 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
 use crate::grants::{analyse, Grant, HandoffStats};
-use crate::redisinfo;
+use crate::progress::Progress;
+use crate::redisinfo::{self, Meter};
 use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
 use crate::{join_within, Settings};
@@ -119,6 +120,9 @@ pub struct HandoffRun {
     pub total_acquires: u64,
     /// Commands Redis executed per acquire, over the whole run; none for a lock not on Redis.
     pub commands_per_acquire: Option<f64>,
+    /// CPU µs of Redis's main thread per acquire, over the whole run (see
+    /// [`redisinfo::cpu_micros`]); none for a lock not on Redis.
+    pub redis_cpu_us_per_acquire: Option<f64>,
 }
 
 /// Scenario 2's measurements.
@@ -173,27 +177,27 @@ impl Shared {
 }
 
 /// Runs `workers` relock workers, each with a client of its own as if in its own process, on
-/// one name of the server at `url`.
+/// one name of the server at `url`, which `meter` watches.
 ///
 /// # Errors
 ///
 /// A failed connection or lock operation, or workers that do not finish 30 s after the window.
 pub async fn relock_run(
     url: &str,
+    meter: &Meter,
     kind: RelockKind,
     workers: usize,
     mode: Mode,
     hold: Duration,
     window: Duration,
 ) -> Result<HandoffRun> {
-    let mut admin = redisinfo::connect(url).await?;
     let name = format!("handoff:{kind:?}:{}:{workers}", mode.as_str());
     let mut mutexes = Vec::with_capacity(workers);
     for _ in 0..workers {
         let client = relock::Client::connect(url).await?;
         mutexes.push((Lock::new(&client, kind, &name)?, client));
     }
-    redisinfo::reset_stats(&mut admin).await?;
+    let stretch = meter.start().await?;
     let start = Instant::now();
     let shared = Arc::new(Shared {
         start,
@@ -211,7 +215,7 @@ pub async fn relock_run(
         });
     }
     join_within(set, window + Duration::from_secs(30), "relock workers").await?;
-    let commands = redisinfo::total_calls(&mut admin).await?;
+    let usage = stretch.finish().await?;
     let total_acquires = *shared.acquires.borrow();
     let mut grants = shared
         .grants
@@ -223,7 +227,8 @@ pub async fn relock_run(
         mode,
         stats: analyse(&mut grants, workers, window),
         total_acquires,
-        commands_per_acquire: Some(commands as f64 / total_acquires.max(1) as f64),
+        commands_per_acquire: Some(usage.commands_per(total_acquires)),
+        redis_cpu_us_per_acquire: Some(usage.cpu_us_per(total_acquires)),
     })
 }
 
@@ -257,23 +262,37 @@ async fn relock_worker(
     Ok(())
 }
 
-/// relock's runs on the server at `url`: both modes, both kinds, every worker count of
-/// `settings.workers`.
+/// relock's runs on the server at `url`, which `meter` watches: both modes, both kinds, every
+/// worker count of `settings.workers`.
 ///
 /// # Errors
 ///
 /// As [`relock_run`].
-pub async fn relock_runs(url: &str, settings: &Settings) -> Result<Vec<HandoffRun>> {
+pub async fn relock_runs(
+    url: &str,
+    meter: &Meter,
+    settings: &Settings,
+    progress: &Progress,
+) -> Result<Vec<HandoffRun>> {
     let mut runs = Vec::new();
     for mode in [Mode::Handoff, Mode::Immediate] {
         for kind in [RelockKind::Mutex, RelockKind::FairMutex] {
             for &workers in &settings.workers {
-                let run = relock_run(url, kind, workers, mode, settings.hold, settings.duration);
-                runs.push(run.await?);
+                let step = format!("{}, {}, W={workers}", kind.label(), mode.as_str());
+                progress.step(&step, settings.duration);
+                let (hold, window) = (settings.hold, settings.duration);
+                let run = relock_run(url, meter, kind, workers, mode, hold, window).await?;
+                progress.add_operations(run.total_acquires);
+                runs.push(run);
             }
         }
     }
     Ok(runs)
+}
+
+/// How many runs [`relock_runs`] makes: both modes, both kinds, each worker count.
+pub fn relock_run_count(settings: &Settings) -> u32 {
+    u32::try_from(4 * settings.workers.len()).unwrap_or(u32::MAX)
 }
 
 /// Measures relock at every worker count of `settings.workers`, in both modes.
@@ -281,12 +300,14 @@ pub async fn relock_runs(url: &str, settings: &Settings) -> Result<Vec<HandoffRu
 /// # Errors
 ///
 /// As [`relock_run`].
-pub async fn measure(settings: &Settings) -> Result<Handoff> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Handoff> {
     let server = Server::start()?;
+    let url = server.url();
+    let meter = Meter::connect(&url).await?;
     Ok(Handoff {
         duration_secs: settings.duration.as_secs_f64(),
         hold_ms: settings.hold.as_secs_f64() * 1000.0,
-        runs: relock_runs(&server.url(), settings).await?,
+        runs: relock_runs(&url, &meter, settings, progress).await?,
     })
 }
 
@@ -304,6 +325,7 @@ pub fn table(runs: &[HandoffRun]) -> Table {
         "max ms",
         "per worker min/max",
         "cmds/acquire",
+        "Redis µs/acquire",
     ]);
     for run in runs {
         let s = &run.stats;
@@ -319,14 +341,15 @@ pub fn table(runs: &[HandoffRun]) -> Table {
             short_number(s.latency.max_ms),
             format!("{}/{}", s.min_per_worker, s.max_per_worker),
             per_acquire(run.commands_per_acquire),
+            per_acquire(run.redis_cpu_us_per_acquire),
         ]);
     }
     table
 }
 
-/// Commands per acquire for a table, `n/a` for a lock not on Redis.
-pub fn per_acquire(commands: Option<f64>) -> String {
-    commands.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.1}"))
+/// Commands or Redis µs per acquire for a table, `n/a` for a lock not on Redis.
+pub fn per_acquire(figure: Option<f64>) -> String {
+    figure.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.1}"))
 }
 
 /// Bars of handoffs per second for the runs in handoff mode.
@@ -352,7 +375,9 @@ pub fn chart(title: &str, runs: &[HandoffRun]) -> Chart {
 /// As [`measure`], and when the results cannot be written.
 pub async fn run(settings: &Settings, output: &Output) -> Result<Handoff> {
     println!("== handoff: one name, W workers, every grant to a waiting worker");
-    let results = measure(settings).await?;
+    let progress = Progress::new("handoff", settings.duration * relock_run_count(settings));
+    let results = measure(settings, &progress).await?;
+    progress.finish(&summary(&results.runs));
     let overlaps: u64 = results.runs.iter().map(|r| r.stats.overlaps).sum();
     let report = Report {
         scenario: "handoff".to_owned(),
@@ -369,6 +394,7 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Handoff> {
              share of acquires by another worker than the previous holder"
                 .to_owned(),
             format!("grants that overlapped the previous one: {overlaps}"),
+            redisinfo::CPU_NOTE.to_owned(),
         ],
     };
     let chart = chart(
@@ -377,4 +403,22 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Handoff> {
     );
     output.publish(&report, &[chart])?;
     Ok(results)
+}
+
+/// The runs in one line: handoffs per second and Redis µs per acquire of each handoff run.
+pub fn summary(runs: &[HandoffRun]) -> String {
+    let parts: Vec<String> = runs
+        .iter()
+        .filter(|r| r.mode == Mode::Handoff)
+        .map(|r| {
+            format!(
+                "{} W={} {:.0}/s {} µs",
+                r.library,
+                r.stats.workers,
+                r.stats.handoffs_per_sec,
+                per_acquire(r.redis_cpu_us_per_acquire)
+            )
+        })
+        .collect();
+    format!("handoffs/s and Redis µs/acquire: {}", parts.join(", "))
 }

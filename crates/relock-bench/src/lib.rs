@@ -6,6 +6,7 @@
 //! The binary is a thin layer over [`main`].
 
 mod cli;
+pub mod election;
 pub mod error;
 pub mod grants;
 pub mod handoff;
@@ -13,6 +14,7 @@ pub mod latency;
 pub mod machine;
 pub mod market;
 pub mod peers;
+pub mod progress;
 pub mod redisinfo;
 pub mod redlock;
 pub mod renewal;
@@ -45,6 +47,14 @@ pub struct Settings {
     pub hold: Duration,
     /// Lease counts of the renewal scenario.
     pub leases: Vec<usize>,
+    /// The lease of both sides of the election scenario.
+    pub election_lease: Duration,
+    /// Rounds of each takeover measurement of the election scenario.
+    pub election_rounds: u32,
+    /// Observer counts of the election scenario.
+    pub observers: Vec<usize>,
+    /// The `relock-bench` binary, run again for the election's candidates and observers.
+    pub program: PathBuf,
     /// Where results are written.
     pub out: PathBuf,
     /// Where peers are installed.
@@ -66,6 +76,10 @@ impl Settings {
             workers: vec![4, 16, 64],
             hold: Duration::from_millis(1),
             leases: vec![10_000, 100_000],
+            election_lease: Duration::from_secs(2),
+            election_rounds: 7,
+            observers: vec![0, 1, 10, 100],
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("relock-bench")),
             out,
             peers_dir,
             peers: Vec::new(),

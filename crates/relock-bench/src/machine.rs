@@ -20,6 +20,8 @@ pub struct RunInfo {
     pub server: String,
     /// `git rev-parse HEAD` of the tree the bench was built from, or `unknown`.
     pub git_commit: String,
+    /// The command line of the run, the program named without its folder.
+    pub command: String,
 }
 
 impl RunInfo {
@@ -31,8 +33,20 @@ impl RunInfo {
             cpu_model: cpu_model(),
             server,
             git_commit: git_commit(),
+            command: command_line(std::env::args()),
         }
     }
+}
+
+fn command_line(mut args: impl Iterator<Item = String>) -> String {
+    let program = args.next().unwrap_or_default();
+    let program = std::path::Path::new(&program)
+        .file_name()
+        .map_or_else(|| "relock-bench".into(), |name| name.to_string_lossy());
+    std::iter::once(program.into_owned())
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn cpu_model() -> String {
@@ -102,5 +116,17 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_415), (2025, 11, 23));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn the_command_names_the_program_without_its_folder() {
+        let args = [
+            "target/release/relock-bench",
+            "--out",
+            "bench/results",
+            "election",
+        ];
+        let line = command_line(args.iter().map(|a| (*a).to_owned()));
+        assert_eq!(line, "relock-bench --out bench/results election");
     }
 }

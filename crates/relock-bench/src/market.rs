@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
 use serde::Serialize;
@@ -16,6 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
 use crate::latency::{Latencies, LatencySummary};
+use crate::progress::Progress;
 use crate::redisinfo;
 use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
@@ -360,47 +360,28 @@ pub async fn simulate(
     })
 }
 
-/// Runs every variant under every load of the book, with a progress bar.
+/// Runs every variant under every load of the book.
 ///
 /// # Errors
 ///
 /// As [`simulate`].
-pub async fn measure(settings: &Settings) -> Result<Market> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Market> {
     let server = Server::start()?;
     let url = server.url();
-    let runs_total = Variant::ALL.len() * LOADS.len();
-    let total_ms = settings.market_duration.as_millis() * runs_total as u128;
-    let progress = ProgressBar::new(u64::try_from(total_ms).unwrap_or(u64::MAX));
-    progress.set_style(
-        ProgressStyle::with_template("{bar:40} {elapsed_precise}/{duration_precise} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
     let mut runs = Vec::new();
     for variant in Variant::ALL {
         for (sellers, buyers) in LOADS {
-            progress.set_message(format!("{}, {sellers}/{buyers}", variant.label()));
-            let run = simulate(&url, variant, sellers, buyers, settings.market_duration);
-            let ticker = tick(&progress, settings.market_duration);
-            let (run, ()) = tokio::join!(run, ticker);
-            runs.push(run?);
+            let step = format!("{}, {sellers}/{buyers}", variant.label());
+            progress.step(&step, settings.market_duration);
+            let run = simulate(&url, variant, sellers, buyers, settings.market_duration).await?;
+            progress.add_operations(run.listed + run.bought);
+            runs.push(run);
         }
     }
-    progress.finish_and_clear();
     Ok(Market {
         duration_secs: settings.market_duration.as_secs_f64(),
         runs,
     })
-}
-
-/// Advances the bar through one run's duration.
-async fn tick(progress: &ProgressBar, duration: Duration) {
-    let start = Instant::now();
-    let base = progress.position();
-    while start.elapsed() < duration {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let done = start.elapsed().min(duration).as_millis();
-        progress.set_position(base + u64::try_from(done).unwrap_or(0));
-    }
 }
 
 /// Measures, prints and writes `market.{json,md,png}`.
@@ -413,7 +394,18 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Market> {
         "== market: Redis in Action 6.2, {:.0} s per run",
         settings.market_duration.as_secs_f64()
     );
-    let results = measure(settings).await?;
+    let runs = u32::try_from(Variant::ALL.len() * LOADS.len()).unwrap_or(u32::MAX);
+    let progress = Progress::new("market", settings.market_duration * runs);
+    let results = measure(settings, &progress).await?;
+    let summary: Vec<String> = results
+        .runs
+        .iter()
+        .map(|r| {
+            let ops = r.operations_per_60s;
+            format!("{} {}/{} {ops:.0}", r.variant.label(), r.sellers, r.buyers)
+        })
+        .collect();
+    progress.finish(&format!("ops per 60 s: {}", summary.join(", ")));
     let mut table = Table::new(&[
         "variant",
         "sellers",

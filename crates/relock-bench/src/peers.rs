@@ -18,8 +18,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::grants::{analyse, Grant};
 use crate::handoff::{self, HandoffRun, Mode, RelockKind};
-use crate::redisinfo;
-use crate::report::{Output, Report, Table};
+use crate::progress::Progress;
+use crate::redisinfo::{self, Meter, Usage};
+use crate::report::{ratio, short_number, Output, Report, Table};
 use crate::server::Server;
 use crate::Settings;
 
@@ -153,7 +154,7 @@ pub struct Peers {
 /// # Errors
 ///
 /// A failure of relock or of Redis; a peer's own failure only skips it.
-pub async fn measure(settings: &Settings) -> Result<Peers> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Peers> {
     let dir = &settings.peers_dir;
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -189,23 +190,30 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     });
     let server = Server::start()?;
     let url = server.url();
+    let meter = Meter::connect(&url).await?;
     let mut runs = Vec::new();
     let mut statuses = Vec::new();
     let mut uncontended = Vec::new();
     let client = relock::Client::connect(url.as_str()).await?;
     for &tasks in &settings.tasks {
-        let t = crate::uncontended::relock_throughput(&url, &client, tasks, settings.duration);
+        progress.step(
+            &format!("relock Mutex uncontended, {tasks} task(s)"),
+            settings.duration,
+        );
+        let t = crate::uncontended::relock_throughput(&meter, &client, tasks, settings.duration);
         let t = t.await?;
+        progress.add_operations(t.cycles);
         uncontended.push(UncontendedPeerRow {
             library: RelockKind::Mutex.label().to_owned(),
             tasks,
             cycles: t.cycles,
             cycles_per_sec: t.cycles_per_sec,
             commands_per_cycle: t.commands_per_cycle,
+            redis_cpu_us_per_cycle: t.redis_cpu_us_per_cycle,
         });
     }
     drop(client);
-    runs.extend(handoff::relock_runs(&url, settings).await?);
+    runs.extend(handoff::relock_runs(&url, &meter, settings, progress).await?);
     for &peer in PEERS.iter().filter(|p| chosen(settings, p)) {
         let (installed, endpoint) = match (peer.runtime, &etcd) {
             (Runtime::Python, _) => (python.as_ref(), url.clone()),
@@ -230,17 +238,25 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
         let mut skipped = None;
         if peer.runtime != Runtime::Etcd {
             for &tasks in &settings.tasks {
-                match peer_uncontended(&url, peer, installed, tasks, settings).await {
-                    Ok(row) => uncontended.push(row),
+                let step = format!("{} uncontended, {tasks} task(s)", peer.label);
+                progress.step(&step, settings.duration);
+                match peer_uncontended(&meter, peer, installed, tasks, settings).await {
+                    Ok(row) => {
+                        progress.add_operations(row.cycles);
+                        uncontended.push(row);
+                    }
                     Err(reason) => println!("peer {}: uncontended skipped: {reason}", peer.label),
                 }
             }
         }
         'modes: for mode in [Mode::Handoff, Mode::Immediate] {
             for &workers in &settings.workers {
-                let run = peer_run(&url, &endpoint, peer, installed, workers, mode, settings);
+                let step = format!("{}, {}, W={workers}", peer.label, mode.as_str());
+                progress.step(&step, settings.duration);
+                let run = peer_run(&meter, &endpoint, peer, installed, workers, mode, settings);
                 match run.await {
                     Ok((run, v)) => {
+                        progress.add_operations(run.total_acquires);
                         if version.is_none() {
                             println!("peer {}: {v}", peer.label);
                         }
@@ -270,21 +286,37 @@ pub async fn measure(settings: &Settings) -> Result<Peers> {
     })
 }
 
+/// The measured time of [`measure`]: relock's runs and each chosen peer's.
+fn expected(settings: &Settings) -> Duration {
+    let tasks = u32::try_from(settings.tasks.len()).unwrap_or(u32::MAX);
+    let contended = u32::try_from(2 * settings.workers.len()).unwrap_or(u32::MAX);
+    let relock = settings.duration * (tasks + handoff::relock_run_count(settings));
+    PEERS
+        .iter()
+        .filter(|p| chosen(settings, p))
+        .map(|p| match p.runtime {
+            Runtime::Etcd => settings.duration * contended,
+            _ => settings.duration * (tasks + contended),
+        })
+        .sum::<Duration>()
+        + relock
+}
+
 /// Whether `settings` asks for `peer`: every peer when it names none.
 fn chosen(settings: &Settings, peer: &Peer) -> bool {
     settings.peers.is_empty() || settings.peers.iter().any(|v| v == peer.variant)
 }
 
-/// What one worker process printed, and the Redis commands it caused.
+/// What one worker process printed, and what it cost Redis (nothing for a peer not on Redis).
 struct Spawned {
     stdout: String,
-    commands: Option<u64>,
+    usage: Option<Usage>,
 }
 
-/// Runs one peer's worker process in `mode` against `endpoint`; Redis at `url` counts the
-/// commands.
+/// Runs one peer's worker process in `mode` against `endpoint`; `meter` measures what it costs
+/// Redis.
 async fn spawn_worker(
-    url: &str,
+    meter: &Meter,
     endpoint: &str,
     peer: Peer,
     installed: &Installed,
@@ -292,7 +324,6 @@ async fn spawn_worker(
     mode: &str,
     settings: &Settings,
 ) -> Result<Spawned> {
-    let mut admin = redisinfo::connect(url).await?;
     let name = format!("peer:{}:{mode}:{workers}", peer.variant);
     let window = settings.duration;
     let mut command = tokio::process::Command::new(&installed.program);
@@ -309,7 +340,7 @@ async fn spawn_worker(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    redisinfo::reset_stats(&mut admin).await?;
+    let stretch = meter.start().await?;
     let child = command
         .spawn()
         .map_err(|e| Error::io(format!("starting {}", installed.program.display()), e))?;
@@ -318,9 +349,9 @@ async fn spawn_worker(
         .await
         .map_err(|_| Error::Stuck(format!("{} still running after {bound:?}", peer.label)))?
         .map_err(|e| Error::io(format!("running {}", peer.label), e))?;
-    let commands = match peer.runtime {
+    let usage = match peer.runtime {
         Runtime::Etcd => None,
-        _ => Some(redisinfo::total_calls(&mut admin).await?),
+        _ => Some(stretch.finish().await?),
     };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() || !stdout.lines().any(|l| l == "end") {
@@ -333,12 +364,12 @@ async fn spawn_worker(
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         )));
     }
-    Ok(Spawned { stdout, commands })
+    Ok(Spawned { stdout, usage })
 }
 
 /// Runs one peer's contended workers and analyses their grants.
 async fn peer_run(
-    url: &str,
+    meter: &Meter,
     endpoint: &str,
     peer: Peer,
     installed: &Installed,
@@ -347,8 +378,8 @@ async fn peer_run(
     settings: &Settings,
 ) -> Result<(HandoffRun, String)> {
     let window = settings.duration;
-    let Spawned { stdout, commands } = spawn_worker(
-        url,
+    let Spawned { stdout, usage } = spawn_worker(
+        meter,
         endpoint,
         peer,
         installed,
@@ -377,7 +408,8 @@ async fn peer_run(
             mode,
             stats: analyse(&mut in_window, workers, window),
             total_acquires,
-            commands_per_acquire: commands.map(|c| c as f64 / total_acquires.max(1) as f64),
+            commands_per_acquire: usage.map(|u| u.commands_per(total_acquires)),
+            redis_cpu_us_per_acquire: usage.map(|u| u.cpu_us_per(total_acquires)),
         },
         version,
     ))
@@ -396,17 +428,21 @@ pub struct UncontendedPeerRow {
     pub cycles_per_sec: f64,
     /// Commands Redis executed per cycle.
     pub commands_per_cycle: f64,
+    /// CPU µs of Redis's main thread per cycle (see [`redisinfo::cpu_micros`]).
+    pub redis_cpu_us_per_cycle: f64,
 }
 
 /// Runs one peer's uncontended workers: each locks and unlocks names of its own.
 async fn peer_uncontended(
-    url: &str,
+    meter: &Meter,
     peer: Peer,
     installed: &Installed,
     tasks: usize,
     settings: &Settings,
 ) -> Result<UncontendedPeerRow> {
-    let spawned = spawn_worker(url, url, peer, installed, tasks, "uncontended", settings).await?;
+    let url = meter.url();
+    let spawned = spawn_worker(meter, url, peer, installed, tasks, "uncontended", settings);
+    let spawned = spawned.await?;
     let bad = |line: &str| Error::Parse(format!("worker line {line:?}"));
     let mut cycles = 0u64;
     let mut elapsed_ns = 0u64;
@@ -418,6 +454,7 @@ async fn peer_uncontended(
             _ => {}
         }
     }
+    let usage = spawned.usage.unwrap_or_default();
     let secs = Duration::from_nanos(elapsed_ns)
         .as_secs_f64()
         .max(f64::MIN_POSITIVE);
@@ -426,7 +463,8 @@ async fn peer_uncontended(
         tasks,
         cycles,
         cycles_per_sec: cycles as f64 / secs,
-        commands_per_cycle: spawned.commands.unwrap_or(0) as f64 / cycles.max(1) as f64,
+        commands_per_cycle: usage.commands_per(cycles),
+        redis_cpu_us_per_cycle: usage.cpu_us_per(cycles),
     })
 }
 
@@ -536,7 +574,11 @@ fn install_python(dir: &Path) -> std::result::Result<Installed, String> {
 
 /// Writes a Python worker into the folder of Python workers, beside the module they share
 /// (Python finds it in the script's own folder), and returns the worker's path.
-fn python_worker(dir: &Path, file: &str, text: &str) -> std::result::Result<String, String> {
+pub(crate) fn python_worker(
+    dir: &Path,
+    file: &str,
+    text: &str,
+) -> std::result::Result<String, String> {
     let folder = dir.join("python");
     write(&folder.join("contend.py"), PYTHON_CONTEND)?;
     let worker = folder.join(file);
@@ -593,6 +635,16 @@ fn install_rslock(dir: &Path) -> std::result::Result<Installed, String> {
 /// `etcd` and `etcdctl` from Debian's `etcd-server` and `etcd-client`, installed with apt-get
 /// when missing, and the driver of `etcdctl lock` workers.
 fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
+    ensure_etcd()?;
+    Ok(Installed {
+        program: PathBuf::from("python3"),
+        args: vec![python_worker(dir, "worker_etcd.py", ETCD_WORKER)?],
+    })
+}
+
+/// Installs `etcd` and `etcdctl` from Debian's `etcd-server` and `etcd-client` with apt-get
+/// when they are not on the PATH.
+pub(crate) fn ensure_etcd() -> std::result::Result<(), String> {
     if !(on_path("etcd") && on_path("etcdctl")) {
         if !on_path("apt-get") {
             return Err("etcd and etcdctl are not on the PATH and there is no apt-get".to_owned());
@@ -616,10 +668,7 @@ fn install_etcd(dir: &Path) -> std::result::Result<Installed, String> {
             "apt-get install etcd-server etcd-client",
         )?;
     }
-    Ok(Installed {
-        program: PathBuf::from("python3"),
-        args: vec![python_worker(dir, "worker_etcd.py", ETCD_WORKER)?],
-    })
+    Ok(())
 }
 
 fn on_path(program: &str) -> bool {
@@ -628,14 +677,14 @@ fn on_path(program: &str) -> bool {
 }
 
 /// A private single-member etcd on free loopback ports, stopped on drop.
-struct EtcdServer {
+pub(crate) struct EtcdServer {
     child: std::process::Child,
     port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl EtcdServer {
-    fn start() -> std::result::Result<EtcdServer, String> {
+    pub(crate) fn start() -> std::result::Result<EtcdServer, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("etcd data folder: {e}"))?;
         let port = crate::server::free_port().map_err(|e| e.to_string())?;
         let peer_port = crate::server::free_port().map_err(|e| e.to_string())?;
@@ -686,7 +735,7 @@ impl EtcdServer {
         Err("etcd did not become healthy within 10 s".to_owned())
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 }
@@ -723,6 +772,9 @@ fn ratios(runs: &[HandoffRun]) -> Table {
         "peer cmds/acquire",
         "relock Mutex cmds/acquire",
         "relock FairMutex cmds/acquire",
+        "peer Redis µs/acquire",
+        "relock Mutex Redis µs/acquire",
+        "relock Mutex ÷ peer Redis µs",
     ]);
     let relock = |kind: RelockKind, w: usize| {
         runs.iter()
@@ -739,22 +791,24 @@ fn ratios(runs: &[HandoffRun]) -> Table {
         ) else {
             continue;
         };
-        let div = |a: f64, b: f64| {
-            if b > 0.0 {
-                format!("{:.2}", a / b)
-            } else {
-                "∞".to_owned()
-            }
-        };
         table.row(vec![
             peer.library.clone(),
             w.to_string(),
-            div(mutex.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
-            div(fair.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
-            div(peer.stats.latency.p50_ms, mutex.stats.latency.p50_ms),
+            ratio(mutex.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
+            ratio(fair.stats.handoffs_per_sec, peer.stats.handoffs_per_sec),
+            ratio(peer.stats.latency.p50_ms, mutex.stats.latency.p50_ms),
             handoff::per_acquire(peer.commands_per_acquire),
             handoff::per_acquire(mutex.commands_per_acquire),
             handoff::per_acquire(fair.commands_per_acquire),
+            handoff::per_acquire(peer.redis_cpu_us_per_acquire),
+            handoff::per_acquire(mutex.redis_cpu_us_per_acquire),
+            match (
+                mutex.redis_cpu_us_per_acquire,
+                peer.redis_cpu_us_per_acquire,
+            ) {
+                (Some(relock), Some(peer)) => ratio(relock, peer),
+                _ => "n/a".to_owned(),
+            },
         ]);
     }
     table
@@ -767,7 +821,9 @@ fn ratios(runs: &[HandoffRun]) -> Table {
 /// As [`measure`], and when the results cannot be written.
 pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
     println!("== peers: relock and the libraries its users would otherwise pick, one server");
-    let results = measure(settings).await?;
+    let progress = Progress::new("peers", expected(settings));
+    let results = measure(settings, &progress).await?;
+    progress.finish(&handoff::summary(&results.runs));
     let mut versions = Table::new(&["peer", "version", "status"]);
     for status in &results.peers {
         versions.row(vec![
@@ -785,6 +841,8 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
         "cycles/s",
         "relock ÷ library",
         "cmds/cycle",
+        "Redis µs/cycle",
+        "relock ÷ library Redis µs",
     ]);
     for row in &results.uncontended {
         let relock = results
@@ -797,14 +855,14 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
             format!("{:.0}", row.cycles_per_sec),
             relock.map_or_else(
                 || "-".to_owned(),
-                |r| {
-                    format!(
-                        "{:.2}",
-                        r.cycles_per_sec / row.cycles_per_sec.max(f64::MIN_POSITIVE)
-                    )
-                },
+                |r| ratio(r.cycles_per_sec, row.cycles_per_sec),
             ),
             format!("{:.1}", row.commands_per_cycle),
+            short_number(row.redis_cpu_us_per_cycle),
+            relock.map_or_else(
+                || "-".to_owned(),
+                |r| ratio(r.redis_cpu_us_per_cycle, row.redis_cpu_us_per_cycle),
+            ),
         ]);
     }
     let (handoff_runs, immediate_runs): (Vec<HandoffRun>, Vec<HandoffRun>) = results
@@ -844,6 +902,8 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Peers> {
             "commands per acquire include each peer's own connection set-up and failed \
              attempts; Redis 7 counts the commands a script runs"
                 .to_owned(),
+            redisinfo::CPU_NOTE.to_owned(),
+            "etcd has no Redis figures: n/a".to_owned(),
         ],
     };
     let charts: Vec<_> = settings

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::latency::{Latencies, LatencySummary};
+use crate::progress::Progress;
 use crate::report::{short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
 use crate::Settings;
@@ -43,7 +44,7 @@ pub struct Redlock {
 /// # Errors
 ///
 /// A failed start, connection or lock operation.
-pub async fn measure(settings: &Settings) -> Result<Redlock> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Redlock> {
     let servers = (0..5)
         .map(|_| Server::start())
         .collect::<Result<Vec<_>>>()?;
@@ -58,7 +59,9 @@ pub async fn measure(settings: &Settings) -> Result<Redlock> {
     ];
     let mut rows: Vec<RedlockRow> = Vec::new();
     for (setup, masters, client, prefix) in setups {
+        progress.step(setup, settings.duration);
         let (cycles, acquire, release) = cycles(&client, prefix, settings.duration).await?;
+        progress.add_operations(cycles);
         let base = rows.first().map_or(acquire.p50_ms, |r| r.acquire.p50_ms);
         rows.push(RedlockRow {
             setup: setup.to_owned(),
@@ -104,7 +107,14 @@ async fn cycles(
 /// As [`measure`], and when the results cannot be written.
 pub async fn run(settings: &Settings, output: &Output) -> Result<Redlock> {
     println!("== redlock: acquire latency on 5 masters vs 1");
-    let results = measure(settings).await?;
+    let progress = Progress::new("redlock", settings.duration * 3);
+    let results = measure(settings, &progress).await?;
+    let summary: Vec<String> = results
+        .rows
+        .iter()
+        .map(|r| format!("{} p50 {} ms", r.setup, short_number(r.acquire.p50_ms)))
+        .collect();
+    progress.finish(&format!("acquire {}", summary.join(", ")));
     let mut table = Table::new(&[
         "setup",
         "masters",

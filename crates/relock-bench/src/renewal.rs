@@ -12,6 +12,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use crate::redisinfo;
 use crate::report::{Bar, Chart, Output, Report, Table};
 use crate::server::Server;
@@ -60,14 +61,16 @@ pub struct Renewal {
 /// # Errors
 ///
 /// A failed Redis or lock operation.
-pub async fn measure(settings: &Settings) -> Result<Renewal> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Renewal> {
     let server = Server::start()?;
     let url = server.url();
     let mut admin = redisinfo::connect(&url).await?;
     let window = settings.duration.max(LEASE / 3);
     let mut rows = Vec::new();
     for &leases in &settings.leases {
+        progress.step(&format!("{leases} leases"), window);
         rows.push(measure_count(&url, &mut admin, leases, window).await?);
+        progress.add_operations(u64::try_from(leases).unwrap_or(u64::MAX));
     }
     Ok(Renewal {
         lease_ms: u64::try_from(LEASE.as_millis()).unwrap_or(u64::MAX),
@@ -202,7 +205,21 @@ fn cpu_time() -> Result<Duration> {
 /// As [`measure`], and when the results cannot be written.
 pub async fn run(settings: &Settings, output: &Output) -> Result<Renewal> {
     println!("== renewal: one client holding many renewed leases");
-    let results = measure(settings).await?;
+    let window = settings.duration.max(LEASE / 3);
+    let count = u32::try_from(settings.leases.len()).unwrap_or(u32::MAX);
+    let progress = Progress::new("renewal", window * count);
+    let results = measure(settings, &progress).await?;
+    let summary: Vec<String> = results
+        .rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} leases {:.1} cmds/interval",
+                r.leases, r.commands_per_interval
+            )
+        })
+        .collect();
+    progress.finish(&summary.join(", "));
     let mut table = Table::new(&[
         "leases",
         "intervals",

@@ -149,13 +149,14 @@ impl Output {
     /// [`Error::Io`], [`Error::Json`] or [`Error::Chart`] when a file cannot be written.
     pub fn publish<T: Serialize>(&self, report: &Report<T>, charts: &[Chart]) -> Result<()> {
         let mut markdown = format!(
-            "# {}\n\n{} on {} cores ({}), {}, commit {}\n\n",
+            "# {}\n\n{} on {} cores ({}), {}, commit {}\n\n`{}`\n\n",
             report.scenario,
             report.run.date,
             report.run.cores,
             report.run.cpu_model,
             report.run.server,
-            report.run.git_commit
+            report.run.git_commit,
+            report.run.command
         );
         for (title, table) in &report.tables {
             println!("\n{title}\n{}", table.to_text());
@@ -256,6 +257,15 @@ pub fn short_number(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+/// `a ÷ b` with two decimals for a ratio column; `∞` when `b` is not positive.
+pub fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "∞".to_owned()
     }
 }
 

@@ -12,8 +12,9 @@ use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
 use crate::latency::{Latencies, LatencySummary};
-use crate::redisinfo;
-use crate::report::{short_number, Bar, Chart, Output, Report, Table};
+use crate::progress::Progress;
+use crate::redisinfo::{self, Meter, Usage};
+use crate::report::{ratio, short_number, Bar, Chart, Output, Report, Table};
 use crate::server::Server;
 use crate::Settings;
 
@@ -30,6 +31,8 @@ pub struct Throughput {
     pub cycles_per_sec: f64,
     /// Commands Redis executed per cycle (scripts' own commands included).
     pub commands_per_cycle: f64,
+    /// CPU µs of Redis's main thread per cycle (see [`redisinfo::cpu_micros`]).
+    pub redis_cpu_us_per_cycle: f64,
     /// Latency of a whole cycle.
     pub cycle_latency: LatencySummary,
 }
@@ -61,29 +64,39 @@ pub struct Uncontended {
 /// # Errors
 ///
 /// Any failure to start Redis or of a lock operation.
-pub async fn measure(settings: &Settings) -> Result<Uncontended> {
+pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Uncontended> {
     let server = Server::start()?;
     let url = server.url();
-    let mut admin = redisinfo::connect(&url).await?;
+    let meter = Meter::connect(&url).await?;
     let client = relock::Client::connect(url.as_str()).await?;
     let limit_conn = redisinfo::connect(&url).await?;
     let mut rows = Vec::new();
     let round = settings.duration / ROUNDS;
     for &tasks in &settings.tasks {
-        let (mut relock, mut relock_calls) = (Cycles::default(), 0);
-        let (mut limit, mut limit_calls) = (Cycles::default(), 0);
+        let (mut relock, mut relock_usage) = (Cycles::default(), Usage::default());
+        let (mut limit, mut limit_usage) = (Cycles::default(), Usage::default());
         // Rounds that alternate, so that a change of load on the machine weighs on both sides.
-        for _ in 0..ROUNDS {
-            redisinfo::reset_stats(&mut admin).await?;
+        for round_index in 0..ROUNDS {
+            progress.step(
+                &format!("relock, {tasks} task(s), round {}", round_index + 1),
+                round,
+            );
+            let stretch = meter.start().await?;
             let done = relock_cycles(&client, tasks, round).await?;
-            relock_calls += redisinfo::total_calls(&mut admin).await?;
-            redisinfo::reset_stats(&mut admin).await?;
-            limit.add(limit_cycles(&limit_conn, tasks, done.count).await?);
-            limit_calls += redisinfo::total_calls(&mut admin).await?;
+            relock_usage.add(stretch.finish().await?);
+            progress.step(
+                &format!("limit, {tasks} task(s), round {}", round_index + 1),
+                round,
+            );
+            let stretch = meter.start().await?;
+            let limit_done = limit_cycles(&limit_conn, tasks, done.count).await?;
+            limit_usage.add(stretch.finish().await?);
+            progress.add_operations(done.count + limit_done.count);
+            limit.add(limit_done);
             relock.add(done);
         }
-        let relock = throughput(relock, relock_calls);
-        let limit = throughput(limit, limit_calls);
+        let relock = throughput(relock, relock_usage);
+        let limit = throughput(limit, limit_usage);
         let ratio = relock.cycles_per_sec / limit.cycles_per_sec.max(f64::MIN_POSITIVE);
         rows.push(UncontendedRow {
             tasks,
@@ -99,23 +112,21 @@ pub async fn measure(settings: &Settings) -> Result<Uncontended> {
     })
 }
 
-/// relock's uncontended cycles at one concurrency through `client`, with the commands they
-/// cost on the server at `url`.
+/// relock's uncontended cycles at one concurrency through `client`, with what they cost the
+/// server `meter` watches.
 ///
 /// # Errors
 ///
 /// A failed lock operation or `INFO`.
 pub async fn relock_throughput(
-    url: &str,
+    meter: &Meter,
     client: &relock::Client,
     tasks: usize,
     duration: Duration,
 ) -> Result<Throughput> {
-    let mut admin = redisinfo::connect(url).await?;
-    redisinfo::reset_stats(&mut admin).await?;
+    let stretch = meter.start().await?;
     let cycles = relock_cycles(client, tasks, duration).await?;
-    let commands = redisinfo::total_calls(&mut admin).await?;
-    Ok(throughput(cycles, commands))
+    Ok(throughput(cycles, stretch.finish().await?))
 }
 
 /// Alternating rounds of relock and of the limit in each measurement.
@@ -137,12 +148,12 @@ impl Cycles {
     }
 }
 
-fn throughput(cycles: Cycles, commands: u64) -> Throughput {
-    let count = cycles.count.max(1) as f64;
+fn throughput(cycles: Cycles, usage: Usage) -> Throughput {
     Throughput {
         cycles: cycles.count,
         cycles_per_sec: cycles.count as f64 / cycles.elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
-        commands_per_cycle: commands as f64 / count,
+        commands_per_cycle: usage.commands_per(cycles.count),
+        redis_cpu_us_per_cycle: usage.cpu_us_per(cycles.count),
         cycle_latency: cycles.latencies.summary(),
     }
 }
@@ -235,7 +246,11 @@ async fn collect(mut set: JoinSet<Result<(u64, Latencies)>>, start: Instant) -> 
 /// As [`measure`], and when the results cannot be written.
 pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
     println!("== uncontended: lock+unlock on distinct names, relock vs bare round trips");
-    let results = measure(settings).await?;
+    // Each side measures for about the window: the limit does as many cycles as relock did.
+    let expected = settings.duration * 2 * u32::try_from(settings.tasks.len()).unwrap_or(1);
+    let progress = Progress::new("uncontended", expected);
+    let results = measure(settings, &progress).await?;
+    progress.finish(&summary(&results));
     let mut table = Table::new(&[
         "tasks",
         "relock cycles/s",
@@ -243,6 +258,9 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
         "relock / limit",
         "relock cmds/cycle",
         "limit cmds/cycle",
+        "relock Redis µs/cycle",
+        "limit Redis µs/cycle",
+        "relock ÷ limit Redis µs",
         "relock p50 ms",
         "limit p50 ms",
         "relock p99 ms",
@@ -257,6 +275,12 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
             format!("{:.2}", row.ratio),
             format!("{:.1}", row.relock.commands_per_cycle),
             format!("{:.1}", row.limit.commands_per_cycle),
+            short_number(row.relock.redis_cpu_us_per_cycle),
+            short_number(row.limit.redis_cpu_us_per_cycle),
+            ratio(
+                row.relock.redis_cpu_us_per_cycle,
+                row.limit.redis_cpu_us_per_cycle,
+            ),
             short_number(row.relock.cycle_latency.p50_ms),
             short_number(row.limit.cycle_latency.p50_ms),
             short_number(row.relock.cycle_latency.p99_ms),
@@ -276,11 +300,14 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
         run: settings.run_info.clone(),
         results: results.clone(),
         tables: vec![("Uncontended lock+unlock cycles".to_owned(), table)],
-        notes: vec![format!(
-            "limit: the same number of cycles as relock did, as bare SET NX PX and \
+        notes: vec![
+            format!(
+                "limit: the same number of cycles as relock did, as bare SET NX PX and \
                  compare-and-delete script round trips on one multiplexed connection, like \
                  relock's one command connection; {ROUNDS} alternating rounds of each"
-        )],
+            ),
+            redisinfo::CPU_NOTE.to_owned(),
+        ],
     };
     let chart = Chart {
         title: "Uncontended lock+unlock cycles per second (higher is better)".to_owned(),
@@ -289,4 +316,24 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Uncontended> {
     };
     output.publish(&report, &[chart])?;
     Ok(results)
+}
+
+/// The scenario in one line: relock's rate and Redis CPU beside the limit's, per concurrency.
+fn summary(results: &Uncontended) -> String {
+    let rows: Vec<String> = results
+        .rows
+        .iter()
+        .map(|row| {
+            format!(
+                "{} task(s): relock ÷ limit {:.2} in cycles/s, {} in Redis µs/cycle",
+                row.tasks,
+                row.ratio,
+                ratio(
+                    row.relock.redis_cpu_us_per_cycle,
+                    row.limit.redis_cpu_us_per_cycle
+                )
+            )
+        })
+        .collect();
+    rows.join("; ")
 }

@@ -1,13 +1,15 @@
 //! Smoke runs of every relock scenario, a fraction of a second each against private
-//! `redis-server`s, so that the bench cannot rot. The peers are left out: they need installs.
+//! `redis-server`s, so that the bench cannot rot. The peers (etcd too) are left out: they need
+//! installs.
 
 use std::path::Path;
 use std::time::Duration;
 
+use relock_bench::election::{Departure, System};
 use relock_bench::handoff::Mode;
 use relock_bench::market::Variant;
 use relock_bench::report::Output;
-use relock_bench::{handoff, market, redlock, renewal, uncontended, Settings};
+use relock_bench::{election, handoff, market, redlock, renewal, uncontended, Settings};
 
 fn settings(out: &Path) -> Settings {
     let mut settings = Settings::new(out.to_owned(), out.join("peers"));
@@ -51,6 +53,11 @@ async fn uncontended_compares_relock_with_the_limit() {
             row.ratio > 0.0 && row.relock.commands_per_cycle >= 2.0,
             "{row:?}"
         );
+        // Redis spends CPU on every cycle: a zero would be a misread INFO cpu.
+        assert!(
+            row.relock.redis_cpu_us_per_cycle > 0.0 && row.limit.redis_cpu_us_per_cycle > 0.0,
+            "{row:?}"
+        );
     }
     written(dir.path(), "uncontended");
 }
@@ -66,7 +73,9 @@ async fn handoffs_change_hands_without_overlap() {
         let s = &run.stats;
         assert_eq!(s.overlaps, 0, "{run:?}");
         assert!(
-            s.acquires > 3 && run.commands_per_acquire > Some(0.0),
+            s.acquires > 3
+                && run.commands_per_acquire > Some(0.0)
+                && run.redis_cpu_us_per_acquire > Some(0.0),
             "{run:?}"
         );
         if run.mode == Mode::Handoff {
@@ -130,4 +139,38 @@ async fn redlock_asks_one_and_five_masters() {
         .iter()
         .all(|r| r.cycles > 0 && r.acquire.p50_ms > 0.0));
     written(dir.path(), "redlock");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn election_takes_over_in_other_processes_and_counts_observers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = settings(dir.path());
+    settings.program = env!("CARGO_BIN_EXE_relock-bench").into();
+    // No peer is chosen: etcd would need an install.
+    settings.peers = vec!["none".to_owned()];
+    settings.election_rounds = 1;
+    settings.observers = vec![0, 2];
+    let output = Output::new(dir.path()).expect("output");
+    let results = election::run(&settings, &output).await.expect("run");
+    assert!(results.etcd.starts_with("skipped"), "{results:?}");
+    assert_eq!(results.takeovers.len(), 2, "{results:?}");
+    for takeover in &results.takeovers {
+        assert_eq!(takeover.system, System::Relock);
+        assert_eq!(takeover.rounds_ms.len(), 1, "{takeover:?}");
+        if takeover.departure == Departure::Killed {
+            // The standby waits for what is left of the dead leader's lease.
+            assert!(takeover.summary.p50_ms >= 100.0, "{takeover:?}");
+        }
+    }
+    let commands: Vec<f64> = results
+        .observer_costs
+        .iter()
+        .filter_map(|c| c.redis_commands)
+        .collect();
+    // Observers re-read the leader on each change: they cost commands.
+    assert!(
+        commands.len() == 2 && commands[1] > commands[0],
+        "{results:?}"
+    );
+    written(dir.path(), "election");
 }
