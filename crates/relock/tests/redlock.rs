@@ -252,11 +252,14 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     let node_timeout = ms(400);
     let client = redlock(urls(&servers), options().node_timeout(node_timeout)).await;
     let mutex = client.mutex("paused").expect("name");
-    // Warm every master's script cache and connection first, and let every master carry out
-    // the warm-up's release: the release returns once a majority released, and a master
-    // still releasing (its first call of the script is reloaded after NOSCRIPT) refuses the
-    // next acquire. Two such masters and the paused one leave no majority until the paused
-    // master's node timeout: contention, not what this test measures.
+    // Warm every master's script cache and connection first, on another name: a master's
+    // first call of a script is reloaded after NOSCRIPT, and its acquire can then land after
+    // the release that followed it, leaving that master holding the warm-up's name until its
+    // lease ends. Then let every master carry out a release of this name: the release returns
+    // once a majority released, and a master still releasing refuses the next acquire. Two
+    // such masters and the paused one leave no majority until the paused master's node
+    // timeout: contention, not what this test measures.
+    cycle(&client.mutex("warm-up").expect("name")).await;
     cycle(&mutex).await;
     released_everywhere(&servers, "paused");
     servers[4].pause();
