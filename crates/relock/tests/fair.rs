@@ -275,6 +275,46 @@ async fn a_dead_first_waiter_loses_its_place_by_the_servers_clock() {
 }
 
 #[tokio::test]
+async fn a_woken_waiter_that_never_comes_holds_the_lock_only_until_its_place_ends() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiting = client_with(&server, ClientOptions::default().wake_fallback(ms(200))).await;
+    let guard = holder
+        .fair_mutex_with_options("no-show", fixed(Duration::from_secs(30)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    // Counted from before the place is made, as in the test above.
+    let started = Instant::now();
+    let ghost = "SSSSSSSSSSSSSSSSSSSSSS:";
+    enqueue_silent_waiter(&server, "no-show", ghost, ms(3_000));
+    let next = tokio::spawn({
+        let fair = waiting.fair_mutex("no-show").expect("name");
+        async move { fair.lock_timeout(Duration::from_secs(10)).await }
+    });
+    line_reaches(&server, "no-show", 2).await;
+    guard.unlock().await.expect("unlock");
+    // Marked by the waiter's refusal, the release kept the lock for the first in line.
+    let kept = server.cli(&["GET", "relock:{no-show}:fair"]);
+    assert!(kept.ends_with(ghost), "{kept}");
+    let guard = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next waiter is served")
+        .expect("task")
+        .expect("lock");
+    let waited = started.elapsed();
+    println!("served {waited:?} after a no-show whose place lasted 3 s");
+    assert!(
+        waited >= ms(2_990),
+        "the no-show's place was honoured: {waited:?}"
+    );
+    assert!(waited < ms(6_000), "taken when the place ended: {waited:?}");
+    assert!(line(&server, "no-show").is_empty());
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
 async fn after_the_holders_lease_ends_the_first_waiter_and_only_it_takes_the_lock() {
     let server = RedisServer::start();
     let holder = client(&server).await;
