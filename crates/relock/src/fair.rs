@@ -19,8 +19,9 @@ use crate::scripts::{announcing_script, Announcing, MUTEX_EXTEND};
 use crate::shared::Shared;
 use crate::token::{Fence, OwnerToken};
 
-static ACQUIRE: LazyLock<Announcing> = announcing_script!("fence.lua", "fair_acquire.lua");
-static RELEASE: LazyLock<Announcing> = announcing_script!("fair_release.lua");
+static ACQUIRE: LazyLock<Announcing> =
+    announcing_script!("fence.lua", "mutex_value.lua", "fair_acquire.lua");
+static RELEASE: LazyLock<Announcing> = announcing_script!("mutex_value.lua", "fair_release.lua");
 
 /// A distributed mutex that serves waiters in the order they arrived: at most one holder at a
 /// time for a name, and when it is released, the lock goes to the waiter that has waited
@@ -72,7 +73,6 @@ struct Keys {
     lock_key: Vec<u8>,
     line_key: Vec<u8>,
     places_key: Vec<u8>,
-    fence_key: Vec<u8>,
     wake_channel: Vec<u8>,
     lease: Lease,
     lease_ms: u64,
@@ -99,7 +99,6 @@ impl FairMutex {
             lock_key: keys.key(FAIR.lock),
             line_key: keys.key(FAIR.line),
             places_key: keys.key(FAIR.places),
-            fence_key: keys.fence_key(),
             wake_channel: keys.key(FAIR.wake),
             lease,
             lease_ms,
@@ -314,10 +313,8 @@ impl Resource for Inner {
             .key(k.lock_key.as_slice())
             .key(k.line_key.as_slice())
             .key(k.places_key.as_slice())
-            .key(k.fence_key.as_slice())
             .arg(token.as_str())
             .arg(k.lease_ms)
-            .arg(k.fence_memory_ms)
             .arg(k.shared.options.holder_label.as_str())
             .arg(self.place_ms)
             .arg(k.wake_channel.as_slice());
@@ -332,7 +329,8 @@ impl Resource for Inner {
             .key(k.line_key.as_slice())
             .key(k.places_key.as_slice())
             .arg(token.as_str())
-            .arg(k.wake_channel.as_slice());
+            .arg(k.wake_channel.as_slice())
+            .arg(k.fence_memory_ms);
         invocation
     }
 
@@ -524,7 +522,6 @@ mod tests {
     const LOCK: &str = "t:{f}:fair";
     const LINE: &str = "t:{f}:fair-line";
     const PLACES: &str = "t:{f}:fair-places";
-    const FENCE: &str = "t:{f}:fence";
     const WAKE: &str = "t:{f}:fair-wake";
 
     async fn conn(server: &RedisServer) -> MultiplexedConnection {
@@ -541,10 +538,8 @@ mod tests {
             .key(LOCK)
             .key(LINE)
             .key(PLACES)
-            .key(FENCE)
             .arg(token)
             .arg(10_000)
-            .arg(60_000)
             .arg("")
             .arg(place_ms)
             .arg(WAKE)
@@ -561,6 +556,7 @@ mod tests {
             .key(PLACES)
             .arg(token)
             .arg(WAKE)
+            .arg(60_000)
             .invoke_async(c)
             .await
             .expect("release")
@@ -621,13 +617,33 @@ mod tests {
         acquire(&mut c, "b:", 5_000).await;
         server.cli(&["ZADD", PLACES, "1", "dead:"]);
         release(&mut c, "a:").await;
-        assert_eq!(line(&server), "b:", "the release dropped the dead waiter");
+        // The release dropped the dead waiter and keeps the lock for b, out of the line now.
+        assert_eq!(line(&server), "");
+        assert!(server.cli(&["GET", LOCK]).ends_with(">b:"));
+        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "kept for b");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         // A waiter in line without a place is dropped rather than blocking the line.
         acquire(&mut c, "x:", 5_000).await;
         server.cli(&["ZREM", PLACES, "x:"]);
         release(&mut c, "b:").await;
         assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[tokio::test]
+    async fn a_shorter_place_does_not_cut_the_line_short_under_a_longer_one() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "a:", 5_000).await;
+        // Clients with other fallbacks take places of other lengths on one name.
+        acquire(&mut c, "long:", 60_000).await;
+        acquire(&mut c, "short:", 200).await;
+        for key in [LINE, PLACES] {
+            let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("pttl");
+            assert!(
+                ttl > 59_000,
+                "{key} expires in {ttl} ms, before the long place"
+            );
+        }
     }
 
     #[test]

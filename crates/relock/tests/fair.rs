@@ -223,6 +223,7 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
     // As the library runs it on one server: with `PUBLISH` as the announcing command.
     let release = redis::Script::new(concat!(
         "local PUBLISH = 'PUBLISH'\n",
+        include_str!("../src/lua/mutex_value.lua"),
         include_str!("../src/lua/fair_release.lua")
     ));
     let mut conn = redis::Client::open(server.url().as_str())
@@ -237,6 +238,7 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
         .key("relock:{leaving}:fair-places")
         .arg(ghost)
         .arg("relock:{leaving}:fair-wake")
+        .arg(60_000)
         .invoke_async(&mut conn)
         .await
         .expect("release");
@@ -269,6 +271,46 @@ async fn a_dead_first_waiter_loses_its_place_by_the_servers_clock() {
     assert!(waited >= ms(590), "the place was honoured: {waited:?}");
     assert!(waited < ms(3000), "taken when the place ended: {waited:?}");
     assert!(line(&server, "dead-waiter").is_empty());
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn a_woken_waiter_that_never_comes_holds_the_lock_only_until_its_place_ends() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiting = client_with(&server, ClientOptions::default().wake_fallback(ms(200))).await;
+    let guard = holder
+        .fair_mutex_with_options("no-show", fixed(Duration::from_secs(30)))
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    // Counted from before the place is made, as in the test above.
+    let started = Instant::now();
+    let ghost = "SSSSSSSSSSSSSSSSSSSSSS:";
+    enqueue_silent_waiter(&server, "no-show", ghost, ms(3_000));
+    let next = tokio::spawn({
+        let fair = waiting.fair_mutex("no-show").expect("name");
+        async move { fair.lock_timeout(Duration::from_secs(10)).await }
+    });
+    line_reaches(&server, "no-show", 2).await;
+    guard.unlock().await.expect("unlock");
+    // Marked by the waiter's refusal, the release kept the lock for the first in line.
+    let kept = server.cli(&["GET", "relock:{no-show}:fair"]);
+    assert!(kept.ends_with(ghost), "{kept}");
+    let guard = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next waiter is served")
+        .expect("task")
+        .expect("lock");
+    let waited = started.elapsed();
+    println!("served {waited:?} after a no-show whose place lasted 3 s");
+    assert!(
+        waited >= ms(2_990),
+        "the no-show's place was honoured: {waited:?}"
+    );
+    assert!(waited < ms(6_000), "taken when the place ended: {waited:?}");
+    assert!(line(&server, "no-show").is_empty());
     guard.unlock().await.expect("unlock");
 }
 
@@ -472,4 +514,79 @@ async fn a_key_of_another_type_is_a_typed_error() {
         .await
         .expect_err("wrong type");
     assert!(matches!(err, Error::WrongType { .. }), "{err:?}");
+}
+
+/// Every command the server ran so far, by `INFO commandstats`: each `EVALSHA` and every command
+/// its script ran, counted apart; the `INFO` calls that read the count are left out.
+fn commands_run(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|line| !line.starts_with("cmdstat_info:"))
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter_map(|line| line.split_once(":calls=")?.1.split(',').next())
+        .map(|calls| calls.parse::<u64>().expect("numeric call count"))
+        .sum()
+}
+
+/// The commands that one hand-off costs when four workers, each on a client of its own, take
+/// turns without pause: the holder's release (8: `EVALSHA GET ZPOPMIN ZSCORE ZREM TIME SET
+/// PUBLISH`), the woken first waiter's grant (4: `EVALSHA GET TIME SET`), and the former
+/// holder's attempt that puts it at the back of the line again (10 while the lock is held:
+/// `EVALSHA GET PTTL TIME ZADD ZRANGE ZADD PTTL PEXPIRE PEXPIRE`, 9 while it is kept for the
+/// woken waiter, without the first `PTTL`).
+const COMMANDS_PER_HAND_OFF: u64 = 22;
+
+#[tokio::test]
+async fn a_steady_hand_off_between_four_waiters_costs_few_commands() {
+    const WORKERS: usize = 4;
+    // Grants before the count starts (scripts loaded, every worker subscribed and in line),
+    // and grants counted.
+    const WARM: usize = 12;
+    const COUNTED: usize = 40;
+    let server = Arc::new(RedisServer::start());
+    let grants = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for _ in 0..WORKERS {
+        // A long fallback: every attempt below follows a release or a first arrival.
+        let c = client_with(&server, slow_fallback()).await;
+        let fair = c
+            .fair_mutex_with_options("steady", fixed(Duration::from_secs(30)))
+            .expect("name");
+        let (server, grants, counts) = (
+            Arc::clone(&server),
+            Arc::clone(&grants),
+            Arc::clone(&counts),
+        );
+        workers.push(tokio::spawn(async move {
+            let _client = c;
+            loop {
+                let guard = fair.lock().await.expect("lock");
+                let grant = grants.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if grant == WARM || grant == WARM + COUNTED {
+                    // Read while the lock is held and every other worker waits for a wake.
+                    tokio::time::sleep(ms(50)).await;
+                    counts.lock().expect("counts").push(commands_run(&server));
+                }
+                guard.unlock().await.expect("unlock");
+                if grant >= WARM + COUNTED {
+                    return;
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(30), worker)
+            .await
+            .expect("every hand-off is woken, well before the 10 s fallback")
+            .expect("task");
+    }
+    let counts = counts.lock().expect("counts").clone();
+    let per_hand_off = (counts[1] - counts[0]) as f64 / COUNTED as f64;
+    println!("{per_hand_off:.1} commands per hand-off");
+    assert!(
+        per_hand_off <= COMMANDS_PER_HAND_OFF as f64,
+        "{per_hand_off:.1} commands per hand-off, over {COMMANDS_PER_HAND_OFF}"
+    );
 }

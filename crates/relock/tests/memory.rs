@@ -112,7 +112,7 @@ async fn every_key_expires_and_memory_per_hold_is_measured() -> Result<(), Error
     measure("FairMutex", NAMES[4]);
     let waiter = other.fair_mutex(NAMES[4])?;
     let waiting = tokio::spawn(async move { waiter.lock_timeout(LIMIT).await });
-    settle(&server, NAMES[4], 4).await;
+    settle(&server, NAMES[4], 3).await;
     measure("FairMutex, one waiter", NAMES[4]);
     guard.unlock().await?;
     waiting.await.expect("the waiter")?.unlock().await?;

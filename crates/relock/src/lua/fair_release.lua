@@ -1,37 +1,66 @@
--- Releases a fair lock if the caller holds it, or gives up the caller's place
--- in line; then, if the lock is free and that changed who may take it, wakes
--- the first waiter alone (the payload is its token).
+-- Releases a fair lock if the caller holds it, leaving the name's last fence
+-- behind (mutex_value.lua), or gives up the caller's place in line; then, if
+-- the lock is free and someone waits, keeps it for the first waiter in line
+-- and wakes that waiter alone (the payload is its token).
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places (see fair_acquire.lua)
--- ARGV[1] owner token, ARGV[2] wake channel
+-- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] fence memory ms
 -- Returns 1 released, 0 not held (the lock is free or expired), -1 another
 -- owner holds it.
 local token = ARGV[1]
-local was_first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == token
-redis.call('ZREM', KEYS[2], token)
-redis.call('ZREM', KEYS[3], token)
+local memory = tonumber(ARGV[3])
 
-local held = redis.call('GET', KEYS[1])
-local released = 0
-if held then
-  if string.sub(held, 1, #token) ~= token then
+-- Takes the first waiter out of the line, keeps the lock for it until its
+-- place ends, and wakes it; waiters whose place ended (or that have none)
+-- are dropped on the way, at most 16. With none left, the lock is simply
+-- free. `fence` is nil when the key is gone: then nothing is left behind
+-- unless a waiter is woken.
+local function wake_first(fence)
+  local now
+  for _ = 1, 16 do
+    local first = redis.call('ZPOPMIN', KEYS[2])[1]
+    if not first then
+      break
+    end
+    local ends = tonumber(redis.call('ZSCORE', KEYS[3], first))
+    redis.call('ZREM', KEYS[3], first)
+    now = now or server_ms()
+    if ends and ends > now then
+      leave_released(KEYS[1], fence, math.max(memory, ends - now), first, ends)
+      redis.call(PUBLISH, ARGV[2], first)
+      return
+    end
+  end
+  if fence then
+    leave_released(KEYS[1], fence, memory)
+  end
+end
+
+local value = redis.call('GET', KEYS[1])
+if value and not is_released(value) then
+  if string.sub(value, 1, #token) ~= token then
+    -- A waiter giving up while another owner holds the lock.
+    redis.call('ZREM', KEYS[2], token)
+    redis.call('ZREM', KEYS[3], token)
     return -1
   end
-  redis.call('DEL', KEYS[1])
-  released = 1
+  if is_marked(value) then
+    wake_first(fence_text(value))
+  else
+    -- Nobody was refused while it was held: nobody waits.
+    leave_released(KEYS[1], fence_text(value), memory)
+  end
+  return 1
 end
-if released == 0 and not was_first then
-  return 0
+-- A waiter giving up, or a holder whose lease ended. The lock is free, and a
+-- wake meant for this token may be lost with it: pass it on, unless the lock
+-- is kept for another waiter.
+redis.call('ZREM', KEYS[2], token)
+redis.call('ZREM', KEYS[3], token)
+local waiter, until_ms
+if value then
+  waiter, until_ms = promise(value)
 end
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, waiter in ipairs(gone) do
-  redis.call('ZREM', KEYS[2], waiter)
-  redis.call('ZREM', KEYS[3], waiter)
+if not waiter or waiter == token or until_ms <= server_ms() then
+  wake_first(value and fence_text(value))
 end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if first then
-  redis.call(PUBLISH, ARGV[2], first)
-end
-return released
+return 0
