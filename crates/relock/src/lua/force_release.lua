@@ -80,10 +80,12 @@ end
 
 local fair_value, fair_pttl = false, -2
 local queued = 0
-if of_type(KEYS[5], 'string') then
-  fair_value = redis.call('GET', KEYS[5])
-  fair_pttl = redis.call('PTTL', KEYS[5])
-  redis.call('DEL', KEYS[5])
+local fair = of_type(KEYS[5], 'string') and redis.call('GET', KEYS[5])
+if fair and not is_released(fair) then
+  -- As a release, it leaves the fence behind; a released value (the fence, or
+  -- the lock kept for a woken waiter) is not held and stays as it is.
+  fair_value, fair_pttl = fair, redis.call('PTTL', KEYS[5])
+  leave_released(KEYS[5], fence_text(fair), tonumber(ARGV[7]))
   if absent_or(KEYS[6], 'zset') and absent_or(KEYS[7], 'zset') then
     -- The head of the line is woken, as by a release; waiters that stopped
     -- trying are dropped first so that the wake-up reaches a live one.

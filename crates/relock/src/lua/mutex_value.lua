@@ -1,5 +1,6 @@
 -- The forms of a mutex key's value, shared by the scripts that read or write
--- one (a Mutex's and a MultiMutex's): prepended to them at build time.
+-- one (a Mutex's, a MultiMutex's and a FairMutex's): prepended to them at
+-- build time.
 --   held      token .. fence [.. '+'] [.. ':' .. label]
 --             '+' marks that a refused attempt waits, so that a release of a
 --             value without it skips the waiters' bookkeeping
