@@ -267,7 +267,7 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Renewal> {
                  of {:.1} s after every lease was acquired",
                 results.lease_ms, results.window_secs
             ),
-            "bytes/lock: used_memory growth per held lock, its fence key included".to_owned(),
+            "bytes/lock: used_memory growth per held lock, every key it keeps included".to_owned(),
         ],
     };
     let chart = Chart {

@@ -4,8 +4,15 @@
 -- more time than Redis keeps (see mutex_extend.lua).
 
 -- Makes the key live at least `ms` more; never shortens it: other holders may
--- have longer leases.
+-- have longer leases. Usually one command, where the server has PEXPIRE's GT
+-- option (Redis 7, Valkey): the time to live is read only when GT changed
+-- nothing (the key lives longer already, or has no expiry yet: GT leaves a
+-- key without one as it is) or the server refuses the option (Redis 6.2).
 local function stretch(key, ms)
+  local stretched = redis.pcall('PEXPIRE', key, ms, 'GT')
+  if stretched == 1 then
+    return
+  end
   if redis.call('PTTL', key) < ms then
     redis.call('PEXPIRE', key, ms)
   end
