@@ -876,12 +876,19 @@ fn the_command_gets_the_grant_s_fence_for_every_kind() {
         let out = output(&server, &args);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         // The only grant of the name: its fence is the last one the name's sequence gave,
-        // which a released mutex keeps in its own key, every other kind in the fence key.
-        let remembered = if kind.is_empty() {
-            let left = server.cli(&["GET", &format!("relock:{{{name}}}:mutex")]);
-            left.trim_start_matches('~').to_owned()
-        } else {
-            server.cli(&["GET", &format!("relock:{{{name}}}:fence")])
+        // which a released mutex or fair mutex keeps in its own key, every other kind in the
+        // fence key.
+        let own_key = match kind {
+            [] => Some("mutex"),
+            ["--fair"] => Some("fair"),
+            _ => None,
+        };
+        let remembered = match own_key {
+            Some(suffix) => {
+                let left = server.cli(&["GET", &format!("relock:{{{name}}}:{suffix}")]);
+                left.trim_start_matches('~').to_owned()
+            }
+            None => server.cli(&["GET", &format!("relock:{{{name}}}:fence")]),
         };
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),

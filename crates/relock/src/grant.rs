@@ -333,7 +333,7 @@ impl<'a, R: Resource> Attempt<'a, R> {
         }
         Ok(Attempt {
             resource,
-            token: OwnerToken::new()?,
+            token: OwnerToken::of_client(&resource.shared().id)?,
             armed: false,
             refused: false,
             conn: resource.shared().conn.clone(),

@@ -17,7 +17,7 @@ use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::shared::Shared;
-use crate::token::{Fence, OwnerToken};
+use crate::token::{client_tag, Fence, OwnerToken};
 
 /// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
 /// to reach it and its attempt to come back on a loaded machine. A task that asks in that
@@ -81,7 +81,12 @@ struct Inner {
     fence_key: Option<Vec<u8>>,
     /// The waiters' places: token -> when the place ends.
     waiters_key: Vec<u8>,
+    /// Where releases are announced: what its scripts are given.
     wake_channel: Vec<u8>,
+    /// Where this handle's waiters are woken by name: a waiter with a place by its token on
+    /// its client's own channel of the name, so that a release is written to one client, not
+    /// to every waiting one; the others (a single try, RedLock's) on `wake_channel`.
+    waiter_channel: Vec<u8>,
     /// How long a refused attempt's place among the waiters lasts, in ms; 0 for no place (a
     /// single try, or RedLock, whose masters keep no places).
     place_ms: u64,
@@ -105,6 +110,11 @@ impl Mutex {
             fence_key: shared.nodes.is_distributed().then(|| keys.fence_key()),
             waiters_key: keys.key(MUTEX.places),
             wake_channel: keys.key(MUTEX.wake),
+            waiter_channel: if place_ms > 0 {
+                client_channel(&keys, &shared.id)
+            } else {
+                keys.key(MUTEX.wake)
+            },
             place_ms,
             lease,
             lease_ms,
@@ -114,6 +124,7 @@ impl Mutex {
         Ok(Mutex {
             trying: Arc::new(Inner {
                 place_ms: 0,
+                waiter_channel: inner.wake_channel.clone(),
                 ..inner.clone()
             }),
             inner: Arc::new(inner),
@@ -297,6 +308,15 @@ impl fmt::Debug for Mutex {
     }
 }
 
+/// The name's wake channel of one client: where a release announces that client's woken
+/// waiter (`mutex_release.lua` reads the client from the waiter's token).
+pub(crate) fn client_channel(keys: &LockKeys, client_id: &str) -> Vec<u8> {
+    let mut channel = keys.key(MUTEX.wake);
+    channel.push(b':');
+    channel.extend_from_slice(client_tag(client_id).as_bytes());
+    channel
+}
+
 impl Inner {
     fn fence_memory_ms(&self) -> u64 {
         self.shared.options.fence_memory_ms()
@@ -357,6 +377,16 @@ impl Resource for Inner {
 
     fn wake_channel(&self) -> &[u8] {
         &self.wake_channel
+    }
+
+    /// A waiter with a place listens on its client's own channel, where a release names it,
+    /// and on the name's channel, where releases that name nobody are announced (a
+    /// multi-lock's, an operator's forced one).
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        let own = (self.waiter_channel != self.wake_channel).then_some(&self.waiter_channel);
+        own.into_iter()
+            .chain(std::iter::once(&self.wake_channel))
+            .map(Vec::as_slice)
     }
 
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {

@@ -46,9 +46,29 @@ impl OwnerToken {
         Ok(OwnerToken(id))
     }
 
+    /// A token that names the client it is one of: `<client tag>.<random>:`, so that a release
+    /// that wakes its waiter can announce it where that client alone listens.
+    pub(crate) fn of_client(client_id: &str) -> Result<Self> {
+        Ok(OwnerToken(format!(
+            "{}.{}:",
+            client_tag(client_id),
+            random_id()?
+        )))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// How many characters of a client's id name it in its tokens and its wake channels: 48 bits,
+/// so that two clients waiting on one name share a channel only by a rare chance, which costs
+/// them a message each, never a wrong wake (a wake names its waiter's whole token).
+const CLIENT_TAG_LEN: usize = 8;
+
+/// The part of a client's id its tokens and its wake channels carry.
+pub(crate) fn client_tag(client_id: &str) -> &str {
+    client_id.get(..CLIENT_TAG_LEN).unwrap_or(client_id)
 }
 
 /// A fencing token: every grant of a lock name gets a larger one than all grants before it.
@@ -114,6 +134,16 @@ mod tests {
         assert_eq!(a.len(), 22);
         assert!(!a.contains(':'));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_client_s_tokens_start_with_its_tag() {
+        let id = random_id().expect("random");
+        let t = OwnerToken::of_client(&id).expect("random");
+        assert!(t.as_str().starts_with(&format!("{}.", &id[..8])));
+        assert_eq!(t.as_str().len(), 8 + 1 + 22 + 1);
+        assert_eq!(t.as_str().matches(':').count(), 1);
+        assert!(t.as_str().ends_with(':'));
     }
 
     #[test]

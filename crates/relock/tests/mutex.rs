@@ -519,10 +519,67 @@ async fn a_client_that_waited_on_a_name_a_moment_ago_waits_again_with_one_attemp
         .await
         .expect("lock");
     warm.unlock().await.expect("unlock");
-    // The first wait tries, subscribes, tries again, and takes the lock after the release.
-    assert_eq!(one_wait(&server, &holder, &waiter).await, (4, 1));
+    // The first wait tries, subscribes (to its client's channel of the name, and to the
+    // name's), tries again, and takes the lock after the release.
+    assert_eq!(one_wait(&server, &holder, &waiter).await, (4, 2));
     // The subscription outlived the wait: the next one tries once before the release.
     assert_eq!(one_wait(&server, &holder, &waiter).await, (3, 0));
+}
+
+#[tokio::test]
+async fn a_release_names_its_woken_waiter_to_that_waiter_s_client_alone() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let holder = client_with(&server, options.clone()).await;
+    let mut waiting_clients = Vec::new();
+    for _ in 0..3 {
+        waiting_clients.push(client_with(&server, options.clone()).await);
+    }
+    let held = holder
+        .mutex("one")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let mut waiting = Vec::new();
+    for c in &waiting_clients {
+        let mutex = c.mutex("one").expect("name");
+        waiting.push(tokio::spawn(async move { mutex.lock().await }));
+    }
+    waiters_settle(&holder, "one", 3, 3).await;
+    // Every message on the name's channels, whichever client's.
+    let mut pubsub = redis::Client::open(server.url().as_str())
+        .expect("url")
+        .get_async_pubsub()
+        .await
+        .expect("pubsub");
+    pubsub
+        .psubscribe("relock:{one}:wake*")
+        .await
+        .expect("psubscribe");
+    held.unlock().await.expect("unlock");
+    let mut messages = pubsub.on_message();
+    let mut announced = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(
+        Duration::from_millis(500),
+        std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
+        }),
+    )
+    .await
+    {
+        let payload: String = message.get_payload().expect("a token");
+        announced.push((message.get_channel_name().to_owned(), payload));
+    }
+    // Once, to one client: on that client's channel of the name, naming its waiter.
+    assert_eq!(announced.len(), 1, "{announced:?}");
+    let (channel, token) = &announced[0];
+    let tag = token.split('.').next().expect("a client tag");
+    assert_eq!(*channel, format!("relock:{{one}}:wake:{tag}"), "{token}");
+    drop(messages);
+    for task in waiting {
+        task.abort();
+    }
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 -- if someone waits, wakes one waiter and keeps the lock for it a moment.
 -- KEYS[1] lock key, KEYS[2] waiters (see mutex_acquire.lua)
 -- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] announcement: '' to wake
--- the first waiter whose place has not ended; on RedLock, where no master
+-- the first waiter whose place has not ended, on its client's own channel of
+-- the name; on RedLock, where no master
 -- keeps places, '~' and the token, so that waiters hearing it from several
 -- masters count it once; ARGV[4] how long the lock is kept for the woken
 -- waiter, ms; ARGV[5] fence memory ms
@@ -11,6 +12,17 @@
 -- owner holds it.
 local token = ARGV[1]
 local memory = tonumber(ARGV[5])
+
+-- Where a waiter's client listens: the wake channel and the client tag its
+-- token starts with (`<tag>.<random>:`); the wake channel itself for a token
+-- without one.
+local function channel_of(waiter)
+  local client = string.match(waiter, '^([^.:]+)%.')
+  if client then
+    return ARGV[2] .. ':' .. client
+  end
+  return ARGV[2]
+end
 
 -- Wakes the waiter whose place ends first, by its token, and keeps the lock
 -- for it for ARGV[4] ms: that is the waiter that took or renewed its place
@@ -31,7 +43,7 @@ local function wake_next(fence)
     if waiter ~= token and ends > now then
       local hand_off = tonumber(ARGV[4])
       leave_released(KEYS[1], fence, math.max(memory, hand_off), waiter, now + hand_off)
-      redis.call(PUBLISH, ARGV[2], waiter)
+      redis.call(PUBLISH, channel_of(waiter), waiter)
       return
     end
   end
