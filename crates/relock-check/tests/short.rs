@@ -26,6 +26,7 @@ fn options(seed: u64) -> MatrixOptions {
         lease: Duration::from_secs(1),
         work: Duration::from_millis(5),
         faults: 1,
+        lanes: 1,
         seed,
         worker_exe: PathBuf::from(env!("CARGO_BIN_EXE_relock-check")),
     }
