@@ -23,6 +23,9 @@ pub enum Event {
         /// Whether the hold is shared (a reader's): shared holds may overlap each other.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         shared: bool,
+        /// When the acquire that got the lock began: the grant came between then and `t`.
+        #[serde(default)]
+        asked: u64,
     },
     /// The critical section read the protected counter (`value`), or the resource refused the
     /// read because it had seen a higher fence (`None`).
@@ -146,6 +149,7 @@ mod tests {
                 t: 1,
                 fence: Some(7),
                 shared: true,
+                asked: 0,
             },
             Event::Read {
                 sent: 2,

@@ -90,6 +90,8 @@ struct Section {
     fence: Option<u64>,
     /// Whether the hold was shared (a reader's).
     shared: bool,
+    /// When its acquire began.
+    asked: u64,
     /// When it ended: its exit, its death, or its worker's last event.
     end: u64,
     /// When its read of the counter came back, if the resource allowed it.
@@ -112,7 +114,12 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
         let mut last_time = 0;
         for event in events {
             match event {
-                Event::Enter { t, fence, shared } => {
+                Event::Enter {
+                    t,
+                    fence,
+                    shared,
+                    asked,
+                } => {
                     m.acquired += 1;
                     sections.extend(open.take());
                     open = Some(Section {
@@ -120,6 +127,7 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
                         enter: *t,
                         fence: *fence,
                         shared: *shared,
+                        asked: *asked,
                         end: *t,
                         ..Section::default()
                     });
@@ -211,19 +219,28 @@ fn count_overlaps(sections: &[Section]) -> usize {
         .count()
 }
 
-/// Exclusive sections, sorted by entry, whose fence is lower than the highest of the exclusive
-/// ones entered before. Shared holds (readers') are left out: readers are granted together,
-/// in no order of their fences.
+/// Exclusive grants whose fence is lower than that of a grant that had certainly come before
+/// them: one whose holder entered before this grant was even asked for. Entry order alone
+/// would not do: two holders at once log their entries in either order. Shared holds
+/// (readers') are left out: readers are granted together, in no order of their fences.
 fn count_fences_back(sections: &[Section]) -> usize {
-    let mut highest = 0;
-    sections
+    let mut fenced: Vec<&Section> = sections
         .iter()
-        .filter(|s| !s.shared)
-        .filter_map(|s| s.fence)
-        .filter(|&fence| {
-            let back = fence < highest;
-            highest = highest.max(fence);
-            back
+        .filter(|s| !s.shared && s.fence.is_some())
+        .collect();
+    fenced.sort_by_key(|s| s.enter);
+    // highest[i]: the highest fence among the first i grants entered.
+    let highest: Vec<u64> = std::iter::once(0)
+        .chain(fenced.iter().scan(0, |high, s| {
+            *high = (*high).max(s.fence.unwrap_or(0));
+            Some(*high)
+        }))
+        .collect();
+    fenced
+        .iter()
+        .filter(|s| {
+            let before = fenced.partition_point(|earlier| earlier.enter < s.asked);
+            s.fence.unwrap_or(0) < highest[before]
         })
         .count()
 }
@@ -261,6 +278,7 @@ mod tests {
                 t: enter,
                 fence: None,
                 shared: false,
+                asked: enter,
             },
             Event::Read {
                 sent: read,
@@ -305,21 +323,26 @@ mod tests {
     }
 
     #[test]
-    fn a_fence_lower_than_an_earlier_grant_counts_as_gone_back() {
+    fn a_fence_lower_than_a_grant_entered_before_the_ask_counts_as_gone_back() {
         let fenced = |enter: u64, fence: u64| {
             let mut events = section(enter, enter + 1, enter + 2, enter + 3, true);
             events[0] = Event::Enter {
                 t: enter,
                 fence: Some(fence),
                 shared: false,
+                asked: enter - 5,
             };
             events
         };
-        let mut first = fenced(0, 100);
+        // Asked for at 15, after the grant of fence 200 entered at 10: fence 50 went back.
+        let mut first = fenced(10, 100);
         first.extend(fenced(20, 50));
-        let histories = vec![first, fenced(10, 200)];
+        let histories = vec![first, fenced(11, 200)];
         let m = analyse(&histories, 3, 0);
         assert_eq!(m.fences_back, 1);
+        // Asked for at 6, before either earlier grant entered: they may have come after it.
+        let histories = vec![fenced(11, 50), fenced(10, 200)];
+        assert_eq!(analyse(&histories, 2, 0).fences_back, 0);
     }
 
     #[test]

@@ -190,6 +190,7 @@ async fn run_lane(
         }
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
+        let asked = monotonic_nanos();
         let (fence, shared) = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
             Acquired::Held { fence, shared } => (fence, shared),
             Acquired::GaveUp(reason) => {
@@ -206,6 +207,7 @@ async fn run_lane(
             t: monotonic_nanos(),
             fence,
             shared,
+            asked,
         })?;
         critical_section(&args, &mut resource, fence, shared, fault, &mut log).await?;
         log.emit(&Event::Exit {

@@ -8,7 +8,9 @@ use relock_testkit::{FakedClock, RedisServer, ServerOptions};
 /// The server's `TIME`, in seconds since the epoch.
 fn server_time(server: &RedisServer) -> f64 {
     let reply = server.cli(&["TIME"]);
-    let mut parts = reply.lines().map(|l| l.trim().parse::<f64>().expect("a number"));
+    let mut parts = reply
+        .lines()
+        .map(|l| l.trim().parse::<f64>().expect("a number"));
     let (secs, micros) = (parts.next().expect("seconds"), parts.next().expect("µs"));
     secs + micros / 1e6
 }
@@ -33,7 +35,11 @@ fn a_stepped_clock_moves_time_and_expiry() {
     assert_eq!(server.cli(&["SET", "k", "v", "PX", "60000"]), "OK");
     clock.set_offset(90.0);
     assert!(server_time(&server) - true_time() > 80.0);
-    assert_eq!(server.cli(&["EXISTS", "k"]), "0", "a step forward expires the key");
+    assert_eq!(
+        server.cli(&["EXISTS", "k"]),
+        "0",
+        "a step forward expires the key"
+    );
     clock.set_offset(-90.0);
     assert!(true_time() - server_time(&server) > 80.0);
 }
