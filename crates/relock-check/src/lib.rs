@@ -11,8 +11,9 @@
 //!
 //! The strategies ([`strategy::Strategy`]) are the seeds' naive locks, issuing exactly the
 //! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`,
-//! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
-//! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
+//! `RwLock` (writers with readers), `Semaphore`, `ReentrantMutex` and `MultiMutex` (fenced),
+//! RedLock over 5 masters, and `Mutex` through Sentinel and on a Cluster without and with
+//! waiting for the replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
 //! (SIGSTOP) longer than its lease, a section slower than the lease, a holder cut off from the
 //! lock's servers by a proxy ([`relock_testkit::Proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or

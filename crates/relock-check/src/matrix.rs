@@ -89,6 +89,7 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockMutexFenced, Fault::EvictVolatile),
         (Strategy::RelockMutex, Fault::MemoryFull),
         (Strategy::RelockClusterWait, Fault::ClusterKillMaster),
+        (Strategy::RelockMutexFenced, Fault::ClockForwardLease),
     ]
 }
 
