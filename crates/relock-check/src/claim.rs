@@ -51,7 +51,7 @@ impl Claim {
         if strategy.is_relock() {
             return match fault {
                 // The fence keeps rising across a step back only within the fence memory.
-                Fault::ClockBackMemory => Claim::NotClaimed,
+                Fault::ClockBackMemory | Fault::ClockBackIdle => Claim::NotClaimed,
                 Fault::None
                 | Fault::Kill
                 | Fault::Slow

@@ -83,6 +83,11 @@ pub enum Fault {
     ClockBackLease,
     /// The same by [`CLOCK_STEP_PAST_MEMORY`], more than relock's fence memory.
     ClockBackMemory,
+    /// The lock's Redis has its wall clock stepped back by [`CLOCK_STEP_PAST_MEMORY`] after
+    /// every worker stood back from the lock for longer than relock's fence memory, which
+    /// relock's clients set to one lease here: no key remembers the last fence when the step
+    /// lands, the case the fence memory is there for.
+    ClockBackIdle,
     /// The lock's Redis has a wall clock running twice as fast as the true one for the whole
     /// run (a drifting clock): a lease ends on the server after half its time.
     #[value(name = "clock-fast-2x")]
@@ -94,7 +99,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 25] = [
+    pub const ALL: [Fault; 26] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -118,6 +123,7 @@ impl Fault {
         Fault::ClockBack,
         Fault::ClockBackLease,
         Fault::ClockBackMemory,
+        Fault::ClockBackIdle,
         Fault::ClockFast2x,
         Fault::ClockFast4x,
     ];
@@ -148,6 +154,7 @@ impl Fault {
             Fault::ClockBack => "clock-back",
             Fault::ClockBackLease => "clock-back-lease",
             Fault::ClockBackMemory => "clock-back-memory",
+            Fault::ClockBackIdle => "clock-back-idle",
             Fault::ClockFast2x => "clock-fast-2x",
             Fault::ClockFast4x => "clock-fast-4x",
         }
@@ -164,7 +171,7 @@ impl Fault {
             Fault::ClockForwardMemory => Some(past_memory),
             Fault::ClockBack => Some(-lease / 2),
             Fault::ClockBackLease => Some(lease.saturating_mul(-3)),
-            Fault::ClockBackMemory => Some(-past_memory),
+            Fault::ClockBackMemory | Fault::ClockBackIdle => Some(-past_memory),
             _ => None,
         }
     }
@@ -174,6 +181,16 @@ impl Fault {
         match self {
             Fault::ClockFast2x => Some(2.0),
             Fault::ClockFast4x => Some(4.0),
+            _ => None,
+        }
+    }
+
+    /// How long, from the time its fault is due, each worker stands back from the lock before
+    /// it takes it again, in a run with leases of `lease`.
+    pub fn quiet(self, lease: Duration) -> Option<Duration> {
+        match self {
+            Fault::Failover => Some(FAILOVER_QUIET),
+            Fault::ClockBackIdle => Some(lease * 3),
             _ => None,
         }
     }
@@ -388,6 +405,16 @@ impl FaultPlan {
                 let step = fault.clock_step(lease).unwrap_or(0);
                 plan.server_actions
                     .push((at(rng, 0.2, 0.4), ServerAction::StepClock(step)));
+            }
+            Fault::ClockBackIdle => {
+                // Every worker stands back from `quiet_from` for three leases (see
+                // `Fault::quiet`): the last holder's lease and the fence memory (one lease)
+                // after its release both run out before the step.
+                let quiet_from = at(rng, 0.15, 0.25);
+                plan.worker_faults = vec![Some(quiet_from); workers];
+                let step = fault.clock_step(lease).unwrap_or(0);
+                plan.server_actions
+                    .push((quiet_from + lease * 5 / 2, ServerAction::StepClock(step)));
             }
             Fault::ClockFast2x | Fault::ClockFast4x => {
                 // The clock drifts from the start; workers hold long from a drawn point on, so

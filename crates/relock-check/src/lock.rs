@@ -17,6 +17,7 @@ use relock_testkit::process::monotonic_nanos;
 
 use crate::error::{CheckError, Result};
 use crate::event::{Event, EventLog};
+use crate::fault::Fault;
 use crate::strategy::{Deployment, Strategy};
 use crate::worker::WorkerArgs;
 
@@ -429,6 +430,12 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
                 ClientOptions::default()
             };
             Client::connect_cluster_with_options(urls, options).await?
+        }
+        // The fence memory as short as the lease, so that the clock step past it comes after
+        // a quiet the run can afford.
+        Deployment::Single if args.fault == Fault::ClockBackIdle => {
+            let options = ClientOptions::default().fence_memory(args.lease());
+            Client::connect_with_options(first_url(args)?, options).await?
         }
         Deployment::Single => Client::connect(first_url(args)?).await?,
     })

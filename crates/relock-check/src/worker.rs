@@ -13,7 +13,7 @@ use relock_testkit::process::monotonic_nanos;
 
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event, EventLog};
-use crate::fault::{Fault, FAILOVER_QUIET};
+use crate::fault::Fault;
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
 use crate::strategy::Strategy;
@@ -185,8 +185,8 @@ async fn run_lane(
         let fault = due
             .filter(|&due| monotonic_nanos() >= due)
             .map(|_| args.fault);
-        if let (Some(Fault::Failover), Some(quiet_from)) = (fault, due) {
-            sleep_until(quiet_from + nanos(FAILOVER_QUIET)).await;
+        if let (Some(quiet), Some(quiet_from)) = (fault.and_then(|f| f.quiet(args.lease())), due) {
+            sleep_until(quiet_from + nanos(quiet)).await;
         }
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
