@@ -7,8 +7,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Redis for every test; PostgreSQL for the fenced-write example and its test.
-const PACKAGES: [&str; 3] = ["redis-server", "redis-tools", "postgresql"];
+/// Redis for every test; PostgreSQL for the fenced-write example and its test; libfaketime
+/// for the safety checker's clock faults.
+const PACKAGES: [&str; 4] = ["redis-server", "redis-tools", "postgresql", "faketime"];
+
+/// Where Debian's `libfaketime` installs the library the checker preloads into a server.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 /// Makes sure `redis-server` and `redis-cli` are on the PATH and PostgreSQL's server binaries
 /// are where the test kit looks, installing them with apt-get when they are not. Uses `sudo`
@@ -19,9 +23,10 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
     }
     if !on_path("apt-get") {
         return Err(
-            "redis-server or PostgreSQL is missing and there is no apt-get here: install \
-             Redis 7 (redis-server and redis-cli) on the PATH, and PostgreSQL (initdb, \
-             postgres, pg_isready) on the PATH or in RELOCK_POSTGRES_BIN"
+            "redis-server, PostgreSQL or libfaketime is missing and there is no apt-get here: \
+             install Redis 7 (redis-server and redis-cli) on the PATH, PostgreSQL (initdb, \
+             postgres, pg_isready) on the PATH or in RELOCK_POSTGRES_BIN, and libfaketime \
+             (or name it in RELOCK_LIBFAKETIME)"
                 .to_owned(),
         );
     }
@@ -37,12 +42,18 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
     if servers_present() {
         Ok(())
     } else {
-        Err("apt-get finished but redis-server or PostgreSQL is still missing".to_owned())
+        Err(
+            "apt-get finished but redis-server, PostgreSQL or libfaketime is still missing"
+                .to_owned(),
+        )
     }
 }
 
 fn servers_present() -> bool {
-    on_path("redis-server") && on_path("redis-cli") && relock_testkit::postgres_bin_dir().is_some()
+    on_path("redis-server")
+        && on_path("redis-cli")
+        && relock_testkit::postgres_bin_dir().is_some()
+        && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("RELOCK_LIBFAKETIME").is_some())
 }
 
 fn run_apt(sudo: bool, args: &[&str]) -> Result<(), String> {

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use relock_testkit::process::monotonic_nanos;
-use relock_testkit::{Proxy, RedisCluster, RedisServer, SentinelGroup, ServerOptions};
+use relock_testkit::{FakedClock, Proxy, RedisCluster, RedisServer, SentinelGroup, ServerOptions};
 
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
 use crate::fault::{Fault, FaultPlan, ServerAction};
-use crate::history::{analyse, Measurement};
+use crate::history::{analyse_lanes, Measurement};
 use crate::matrix::MatrixOptions;
-use crate::resource::final_counter;
+use crate::resource::final_counters;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
 use crate::worker::WorkerArgs;
@@ -135,6 +135,7 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         start_ns,
         end_ns: start_ns + nanos(config.options.duration),
         fault_at_ns: None,
+        lanes: config.options.lanes.max(1),
     };
     // Only partitions need a proxy in the way: elsewhere workers talk to the servers directly.
     let links = if config.fault == Fault::Partition {
@@ -151,13 +152,15 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         &mut workers,
         &links,
     )?;
+    // A drifting clock is a fault from the start, not an action of the plan.
+    let server_faults = server_faults + usize::from(config.fault.clock_rate().is_some());
     let failures = workers.finish();
-    let counter = final_counter(&resource.url())?;
+    let counters = final_counters(&resource.url(), base.lanes)?;
     Ok(CellResult {
         strategy: config.strategy,
         fault: config.fault,
         seed: config.options.seed,
-        measurement: analyse(&workers.histories, counter, server_faults),
+        measurement: analyse_lanes(&workers.histories, &counters, server_faults),
         worker_failures: failures,
         runs: 1,
     })
@@ -241,6 +244,8 @@ enum LockServers {
     Sentinel(Box<SentinelGroup>, redis::Connection),
     /// A Redis Cluster, and the slot of the lock's keys.
     Cluster(Box<RedisCluster>, u16),
+    /// One server whose wall clock the checker steps.
+    Clocked(Box<RedisServer>, FakedClock),
 }
 
 impl LockServers {
@@ -255,6 +260,11 @@ impl LockServers {
             options = options.args(["--maxmemory", MAXMEMORY, "--maxmemory-policy", policy]);
         }
         Ok(match strategy.deployment() {
+            Deployment::Single if fault.is_clock() => {
+                let clock = FakedClock::with_rate(fault.clock_rate().unwrap_or(1.0));
+                let server = RedisServer::start_with(options.faked_clock(&clock));
+                LockServers::Clocked(Box::new(server), clock)
+            }
             Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
             Deployment::Redlock => LockServers::Masters(
                 (0..REDLOCK_MASTERS)
@@ -280,6 +290,7 @@ impl LockServers {
             LockServers::Masters(servers) => servers.iter().map(RedisServer::url).collect(),
             LockServers::Sentinel(group, _) => group.sentinel_urls(),
             LockServers::Cluster(cluster, _) => cluster.urls(),
+            LockServers::Clocked(server, _) => vec![server.url()],
         }
     }
 
@@ -302,7 +313,7 @@ impl LockServers {
 
     fn service(&self) -> Option<String> {
         match self {
-            LockServers::Masters(_) | LockServers::Cluster(..) => None,
+            LockServers::Masters(_) | LockServers::Cluster(..) | LockServers::Clocked(..) => None,
             LockServers::Sentinel(group, _) => Some(group.service_name().to_owned()),
         }
     }
@@ -363,6 +374,9 @@ impl LockServers {
                     free_memory(server)?;
                 }
             }
+            (LockServers::Clocked(_, clock), ServerAction::StepClock(millis)) => {
+                clock.set_offset(*millis as f64 / 1000.0);
+            }
             // An action for another deployment: the plan never draws one.
             _ => {}
         }
@@ -408,7 +422,8 @@ fn free_memory(server: &RedisServer) -> Result<()> {
 struct WorkerSet {
     children: Vec<Child>,
     lines: Receiver<(usize, Option<String>)>,
-    histories: Vec<Vec<Event>>,
+    /// For each lane, each worker's events.
+    histories: Vec<Vec<Vec<Event>>>,
     garbled: Vec<String>,
     open: usize,
 }
@@ -426,7 +441,7 @@ impl WorkerSet {
         let mut set = WorkerSet {
             children: Vec::with_capacity(config.options.workers),
             lines,
-            histories: vec![Vec::new(); config.options.workers],
+            histories: vec![vec![Vec::new(); config.options.workers]; base.lanes],
             garbled: Vec::new(),
             open: 0,
         };
@@ -473,8 +488,11 @@ impl WorkerSet {
     fn receive(&mut self, wait: Duration) -> Option<(usize, Event)> {
         match self.lines.recv_timeout(wait) {
             Ok((index, Some(line))) => match Event::parse(&line) {
-                Ok(event) => {
-                    self.histories.get_mut(index)?.push(event.clone());
+                Ok((lane, event)) => {
+                    self.histories
+                        .get_mut(lane)?
+                        .get_mut(index)?
+                        .push(event.clone());
                     Some((index, event))
                 }
                 Err(e) => {
@@ -512,10 +530,10 @@ impl WorkerSet {
                 failures.push(format!("worker {index} still ran at the deadline"));
                 let _ = child.kill();
             }
-            let crashed = self
-                .histories
-                .get(index)
-                .is_some_and(|h| h.iter().any(|e| matches!(e, Event::Crash { .. })));
+            let crashed = self.histories.iter().any(|lane| {
+                lane.get(index)
+                    .is_some_and(|h| h.iter().any(|e| matches!(e, Event::Crash { .. })))
+            });
             match child.wait() {
                 Ok(status) if status.success() => {}
                 Ok(status) if crashed && status.signal() == Some(Signal::SIGKILL as i32) => {}

@@ -50,6 +50,8 @@ impl Claim {
         }
         if strategy.is_relock() {
             return match fault {
+                // The fence keeps rising across a step back only within the fence memory.
+                Fault::ClockBackMemory | Fault::ClockBackIdle => Claim::NotClaimed,
                 Fault::None
                 | Fault::Kill
                 | Fault::Slow
@@ -66,6 +68,15 @@ impl Claim {
                 | Fault::MinorityRestart
                 | Fault::EvictVolatile
                 | Fault::EvictAllKeys
+                // A clock stepped forward or running fast ends leases early on the server, so
+                // holders overlap; fences still come from that clock, raised above the last.
+                | Fault::ClockForward
+                | Fault::ClockForwardLease
+                | Fault::ClockForwardMemory
+                | Fault::ClockBack
+                | Fault::ClockBackLease
+                | Fault::ClockFast2x
+                | Fault::ClockFast4x
                     if strategy.is_fenced() =>
                 {
                     Claim::Fenced

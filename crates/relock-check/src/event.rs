@@ -20,6 +20,12 @@ pub enum Event {
         t: u64,
         /// The fencing token, for fenced strategies.
         fence: Option<u64>,
+        /// Whether the hold is shared (a reader's): shared holds may overlap each other.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
+        /// When the acquire that got the lock began: the grant came between then and `t`.
+        #[serde(default)]
+        asked: u64,
     },
     /// The critical section read the protected counter (`value`), or the resource refused the
     /// read because it had seen a higher fence (`None`).
@@ -76,14 +82,25 @@ pub enum Event {
     },
 }
 
+/// An event on one of a worker's lanes, as a line carries it.
+#[derive(Serialize, Deserialize)]
+struct LaneEvent<'a> {
+    /// The lane (the lock's name) the event is about; 0 when a worker has one.
+    #[serde(default)]
+    lane: usize,
+    #[serde(flatten)]
+    event: std::borrow::Cow<'a, Event>,
+}
+
 impl Event {
-    /// Parses one line a worker printed.
+    /// Parses one line a worker printed: the lane it is about, and the event.
     ///
     /// # Errors
     ///
     /// When the line is not an event.
-    pub fn parse(line: &str) -> Result<Event, serde_json::Error> {
-        serde_json::from_str(line)
+    pub fn parse(line: &str) -> Result<(usize, Event), serde_json::Error> {
+        let parsed: LaneEvent<'_> = serde_json::from_str(line)?;
+        Ok((parsed.lane, parsed.event.into_owned()))
     }
 }
 
@@ -92,18 +109,29 @@ pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Where a worker writes its events: stdout, one line each, flushed at once.
+/// Where a worker writes the events of one of its lanes: stdout, one line each, flushed at
+/// once.
 #[derive(Debug, Default)]
-pub struct EventLog;
+pub struct EventLog {
+    lane: usize,
+}
 
 impl EventLog {
-    /// Writes `event` as one line and flushes it.
+    /// The log of lane `lane`.
+    pub fn for_lane(lane: usize) -> EventLog {
+        EventLog { lane }
+    }
+
+    /// Writes `event` as one line, tagged with the lane, and flushes it.
     ///
     /// # Errors
     ///
     /// When stdout is closed: the checker is gone and the worker should stop.
     pub fn emit(&mut self, event: &Event) -> std::io::Result<()> {
-        let line = serde_json::to_string(event)?;
+        let line = serde_json::to_string(&LaneEvent {
+            lane: self.lane,
+            event: std::borrow::Cow::Borrowed(event),
+        })?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{line}")?;
         out.flush()
@@ -120,6 +148,8 @@ mod tests {
             Event::Enter {
                 t: 1,
                 fence: Some(7),
+                shared: true,
+                asked: 0,
             },
             Event::Read {
                 sent: 2,
@@ -131,10 +161,14 @@ mod tests {
                 reason: "timeout".into(),
             },
         ];
-        for event in events {
-            let line = serde_json::to_string(&event).expect("serializes");
+        for (lane, event) in events.into_iter().enumerate() {
+            let line = serde_json::to_string(&LaneEvent {
+                lane,
+                event: std::borrow::Cow::Borrowed(&event),
+            })
+            .expect("serializes");
             assert!(!line.contains('\n'));
-            assert_eq!(Event::parse(&line).expect("parses"), event);
+            assert_eq!(Event::parse(&line).expect("parses"), (lane, event));
         }
         assert!(Event::parse("{\"ev\":\"nonsense\"}").is_err());
     }

@@ -69,11 +69,37 @@ pub enum Fault {
     /// Cluster: the lock's slot moves to another master (keys moved with `MIGRATE`, which keeps
     /// their expiries) while a holder is inside.
     SlotMigration,
+    /// The lock's Redis has its wall clock stepped forward by half a lease while a holder is
+    /// inside (libfaketime): every expiry comes half a lease sooner.
+    ClockForward,
+    /// The same by three leases: every lease on the server ends at once.
+    ClockForwardLease,
+    /// The same by [`CLOCK_STEP_PAST_MEMORY`], more than relock's fence memory.
+    ClockForwardMemory,
+    /// The lock's Redis has its wall clock stepped back by half a lease while a holder is
+    /// inside: expiries come later, and `TIME` goes back.
+    ClockBack,
+    /// The same by three leases.
+    ClockBackLease,
+    /// The same by [`CLOCK_STEP_PAST_MEMORY`], more than relock's fence memory.
+    ClockBackMemory,
+    /// The lock's Redis has its wall clock stepped back by [`CLOCK_STEP_PAST_MEMORY`] after
+    /// every worker stood back from the lock for longer than relock's fence memory, which
+    /// relock's clients set to one lease here: no key remembers the last fence when the step
+    /// lands, the case the fence memory is there for.
+    ClockBackIdle,
+    /// The lock's Redis has a wall clock running twice as fast as the true one for the whole
+    /// run (a drifting clock): a lease ends on the server after half its time.
+    #[value(name = "clock-fast-2x")]
+    ClockFast2x,
+    /// The same, four times as fast: faster than relock renews (every third of the lease).
+    #[value(name = "clock-fast-4x")]
+    ClockFast4x,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 26] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -91,6 +117,15 @@ impl Fault {
         Fault::ClusterFailover,
         Fault::ClusterKillMaster,
         Fault::SlotMigration,
+        Fault::ClockForward,
+        Fault::ClockForwardLease,
+        Fault::ClockForwardMemory,
+        Fault::ClockBack,
+        Fault::ClockBackLease,
+        Fault::ClockBackMemory,
+        Fault::ClockBackIdle,
+        Fault::ClockFast2x,
+        Fault::ClockFast4x,
     ];
 
     /// The name used on the command line and in tables.
@@ -113,7 +148,56 @@ impl Fault {
             Fault::ClusterFailover => "cluster-failover",
             Fault::ClusterKillMaster => "cluster-kill-master",
             Fault::SlotMigration => "slot-migration",
+            Fault::ClockForward => "clock-forward",
+            Fault::ClockForwardLease => "clock-forward-lease",
+            Fault::ClockForwardMemory => "clock-forward-memory",
+            Fault::ClockBack => "clock-back",
+            Fault::ClockBackLease => "clock-back-lease",
+            Fault::ClockBackMemory => "clock-back-memory",
+            Fault::ClockBackIdle => "clock-back-idle",
+            Fault::ClockFast2x => "clock-fast-2x",
+            Fault::ClockFast4x => "clock-fast-4x",
         }
+    }
+
+    /// How far this fault steps the lock's Redis's wall clock, in a run with leases of `lease`
+    /// (negative: back), in milliseconds.
+    pub fn clock_step(self, lease: Duration) -> Option<i64> {
+        let lease = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let past_memory = i64::try_from(CLOCK_STEP_PAST_MEMORY.as_millis()).unwrap_or(i64::MAX);
+        match self {
+            Fault::ClockForward => Some(lease / 2),
+            Fault::ClockForwardLease => Some(lease.saturating_mul(3)),
+            Fault::ClockForwardMemory => Some(past_memory),
+            Fault::ClockBack => Some(-lease / 2),
+            Fault::ClockBackLease => Some(lease.saturating_mul(-3)),
+            Fault::ClockBackMemory | Fault::ClockBackIdle => Some(-past_memory),
+            _ => None,
+        }
+    }
+
+    /// How fast the lock's Redis's wall clock runs under this fault, against the true one.
+    pub fn clock_rate(self) -> Option<f64> {
+        match self {
+            Fault::ClockFast2x => Some(2.0),
+            Fault::ClockFast4x => Some(4.0),
+            _ => None,
+        }
+    }
+
+    /// How long, from the time its fault is due, each worker stands back from the lock before
+    /// it takes it again, in a run with leases of `lease`.
+    pub fn quiet(self, lease: Duration) -> Option<Duration> {
+        match self {
+            Fault::Failover => Some(FAILOVER_QUIET),
+            Fault::ClockBackIdle => Some(lease * 3),
+            _ => None,
+        }
+    }
+
+    /// Whether the fault is about the lock's Redis's clock.
+    pub fn is_clock(self) -> bool {
+        self.clock_step(Duration::ZERO).is_some() || self.clock_rate().is_some()
     }
 
     /// The memory policy the lock's Redis runs under for this fault, if it sets one.
@@ -145,6 +229,7 @@ impl Fault {
             (Deployment::Single, fault) => {
                 matches!(fault, Fault::Restart | Fault::RestartAof)
                     || fault.memory_policy().is_some()
+                    || fault.is_clock()
             }
             (Deployment::Redlock, fault) => matches!(
                 fault,
@@ -172,6 +257,10 @@ pub const HOLD_LEAD: Duration = Duration::from_millis(100);
 /// missed would leave it a lock nobody holds, blocking everyone past the failover); the first
 /// grant after the quiet is one the replica never receives.
 pub const FAILOVER_QUIET: Duration = Duration::from_millis(300);
+
+/// How far the clock faults past the fence memory step the clock: more than relock's default
+/// fence memory (60 s).
+pub const CLOCK_STEP_PAST_MEMORY: Duration = Duration::from_secs(90);
 
 /// How long the lock's Redis stays full in the memory faults.
 pub const MEMORY_PRESSURE: Duration = Duration::from_millis(150);
@@ -205,6 +294,8 @@ pub enum ServerAction {
     FillMemory,
     /// Delete the keys [`ServerAction::FillMemory`] wrote.
     FreeMemory,
+    /// Step the lock's Redis's wall clock to this many milliseconds from the true one.
+    StepClock(i64),
 }
 
 impl ServerAction {
@@ -220,6 +311,7 @@ impl ServerAction {
                 | ServerAction::ClusterFailover
                 | ServerAction::ClusterKillMaster
                 | ServerAction::MigrateSlot
+                | ServerAction::StepClock(_)
         )
     }
 }
@@ -304,6 +396,31 @@ impl FaultPlan {
                     (when + MEMORY_PRESSURE, ServerAction::FreeMemory),
                 ]);
             }
+            Fault::ClockForward
+            | Fault::ClockForwardLease
+            | Fault::ClockForwardMemory
+            | Fault::ClockBack
+            | Fault::ClockBackLease
+            | Fault::ClockBackMemory => {
+                let step = fault.clock_step(lease).unwrap_or(0);
+                plan.server_actions
+                    .push((at(rng, 0.2, 0.4), ServerAction::StepClock(step)));
+            }
+            Fault::ClockBackIdle => {
+                // Every worker stands back from `quiet_from` for three leases (see
+                // `Fault::quiet`): the last holder's lease and the fence memory (one lease)
+                // after its release both run out before the step.
+                let quiet_from = at(rng, 0.15, 0.25);
+                plan.worker_faults = vec![Some(quiet_from); workers];
+                let step = fault.clock_step(lease).unwrap_or(0);
+                plan.server_actions
+                    .push((quiet_from + lease * 5 / 2, ServerAction::StepClock(step)));
+            }
+            Fault::ClockFast2x | Fault::ClockFast4x => {
+                // The clock drifts from the start; workers hold long from a drawn point on, so
+                // that a holder is inside when a lease ends early on the server.
+                plan.worker_faults = vec![Some(at(rng, 0.2, 0.4)); workers];
+            }
             Fault::Failover => {
                 let when = at(rng, 0.15, 0.25).max(FAILOVER_QUIET);
                 // Workers stand back from the lock from 200 ms before the replica stops to
@@ -330,6 +447,12 @@ impl FaultPlan {
                 | Fault::ClusterFailover
                 | Fault::ClusterKillMaster
                 | Fault::SlotMigration
+                | Fault::ClockForward
+                | Fault::ClockForwardLease
+                | Fault::ClockForwardMemory
+                | Fault::ClockBack
+                | Fault::ClockBackLease
+                | Fault::ClockBackMemory
         ) {
             // Each worker holds its next section long from just before the first server fault,
             // so that a holder is inside, within its lease, while the servers fail.

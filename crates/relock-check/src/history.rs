@@ -4,7 +4,7 @@
 use crate::event::Event;
 
 /// What a run measured.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Measurement {
     /// Critical sections that ran to their end.
     pub sections: usize,
@@ -18,6 +18,9 @@ pub struct Measurement {
     pub stale_writes: usize,
     /// Reads and writes the fenced resource refused.
     pub refused: usize,
+    /// Grants whose fence was lower than that of a grant entered before them: the fence went
+    /// back, and the resource refuses a holder it should serve.
+    pub fences_back: usize,
     /// Acquire attempts that got the lock.
     pub acquired: usize,
     /// Acquire attempts that ended without it.
@@ -40,11 +43,55 @@ impl Measurement {
     }
 }
 
+impl Measurement {
+    /// Adds `other`'s counts to these: the measurement of two runs, or of two lanes of one.
+    pub fn add(&mut self, other: &Measurement) {
+        self.sections += other.sections;
+        self.overlaps += other.overlaps;
+        self.lost_updates += other.lost_updates;
+        self.stale_writes += other.stale_writes;
+        self.refused += other.refused;
+        self.fences_back += other.fences_back;
+        self.acquired += other.acquired;
+        self.gave_up += other.gave_up;
+        self.faults += other.faults;
+        self.entered_after_crash = match (self.entered_after_crash, other.entered_after_crash) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Checks each lane (one lock name and its counter) on its own, `histories[lane][worker]`
+/// against `final_counters[lane]`, and adds up what they measured. `server_faults` counts the
+/// faults injected on the servers, once for all lanes.
+pub fn analyse_lanes(
+    histories: &[Vec<Vec<Event>>],
+    final_counters: &[i64],
+    server_faults: usize,
+) -> Measurement {
+    let mut total = Measurement {
+        faults: server_faults,
+        ..Measurement::default()
+    };
+    for (lane, workers) in histories.iter().enumerate() {
+        let counter = final_counters.get(lane).copied().unwrap_or(0);
+        total.add(&analyse(workers, counter, 0));
+    }
+    total
+}
+
 /// One critical section of one worker.
 #[derive(Clone, Debug, Default)]
 struct Section {
     worker: usize,
     enter: u64,
+    /// The grant's fence, for fenced strategies.
+    fence: Option<u64>,
+    /// Whether the hold was shared (a reader's).
+    shared: bool,
+    /// When its acquire began.
+    asked: u64,
     /// When it ended: its exit, its death, or its worker's last event.
     end: u64,
     /// When its read of the counter came back, if the resource allowed it.
@@ -67,12 +114,20 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
         let mut last_time = 0;
         for event in events {
             match event {
-                Event::Enter { t, .. } => {
+                Event::Enter {
+                    t,
+                    fence,
+                    shared,
+                    asked,
+                } => {
                     m.acquired += 1;
                     sections.extend(open.take());
                     open = Some(Section {
                         worker,
                         enter: *t,
+                        fence: *fence,
+                        shared: *shared,
+                        asked: *asked,
                         end: *t,
                         ..Section::default()
                     });
@@ -137,6 +192,7 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
     sections.sort_by_key(|s| s.enter);
     m.overlaps = count_overlaps(&sections);
     m.stale_writes = count_stale_writes(&sections);
+    m.fences_back = count_fences_back(&sections);
     let accepted: usize = sections.iter().map(|s| s.accepted_writes.len()).sum();
     let accepted = i64::try_from(accepted).unwrap_or(i64::MAX);
     m.lost_updates = u64::try_from(accepted - final_counter).unwrap_or(0);
@@ -145,7 +201,8 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
     m
 }
 
-/// Sections that a section of another worker entered before they ended. Counting broken
+/// Sections that a section of another worker entered before they ended, unless both were
+/// shared (readers'). Counting broken
 /// sections rather than intersecting pairs keeps one long pause from counting once per section
 /// that ran during it. `sections` is sorted by entry, so each one is compared only with those
 /// entered before it ended.
@@ -157,7 +214,33 @@ fn count_overlaps(sections: &[Section]) -> usize {
             sections[i + 1..]
                 .iter()
                 .take_while(|later| later.enter < earlier.end)
-                .any(|later| later.worker != earlier.worker)
+                .any(|later| later.worker != earlier.worker && !(later.shared && earlier.shared))
+        })
+        .count()
+}
+
+/// Exclusive grants whose fence is lower than that of a grant that had certainly come before
+/// them: one whose holder entered before this grant was even asked for. Entry order alone
+/// would not do: two holders at once log their entries in either order. Shared holds
+/// (readers') are left out: readers are granted together, in no order of their fences.
+fn count_fences_back(sections: &[Section]) -> usize {
+    let mut fenced: Vec<&Section> = sections
+        .iter()
+        .filter(|s| !s.shared && s.fence.is_some())
+        .collect();
+    fenced.sort_by_key(|s| s.enter);
+    // highest[i]: the highest fence among the first i grants entered.
+    let highest: Vec<u64> = std::iter::once(0)
+        .chain(fenced.iter().scan(0, |high, s| {
+            *high = (*high).max(s.fence.unwrap_or(0));
+            Some(*high)
+        }))
+        .collect();
+    fenced
+        .iter()
+        .filter(|s| {
+            let before = fenced.partition_point(|earlier| earlier.enter < s.asked);
+            s.fence.unwrap_or(0) < highest[before]
         })
         .count()
 }
@@ -194,6 +277,8 @@ mod tests {
             Event::Enter {
                 t: enter,
                 fence: None,
+                shared: false,
+                asked: enter,
             },
             Event::Read {
                 sent: read,
@@ -235,6 +320,29 @@ mod tests {
         let m = analyse(&histories, 1, 0);
         assert_eq!((m.overlaps, m.stale_writes, m.lost_updates), (1, 0, 0));
         assert_eq!(m.refused, 1);
+    }
+
+    #[test]
+    fn a_fence_lower_than_a_grant_entered_before_the_ask_counts_as_gone_back() {
+        let fenced = |enter: u64, fence: u64| {
+            let mut events = section(enter, enter + 1, enter + 2, enter + 3, true);
+            events[0] = Event::Enter {
+                t: enter,
+                fence: Some(fence),
+                shared: false,
+                asked: enter - 5,
+            };
+            events
+        };
+        // Asked for at 15, after the grant of fence 200 entered at 10: fence 50 went back.
+        let mut first = fenced(10, 100);
+        first.extend(fenced(20, 50));
+        let histories = vec![first, fenced(11, 200)];
+        let m = analyse(&histories, 3, 0);
+        assert_eq!(m.fences_back, 1);
+        // Asked for at 6, before either earlier grant entered: they may have come after it.
+        let histories = vec![fenced(11, 50), fenced(10, 200)];
+        assert_eq!(analyse(&histories, 2, 0).fences_back, 0);
     }
 
     #[test]

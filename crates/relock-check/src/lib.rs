@@ -11,19 +11,27 @@
 //!
 //! The strategies ([`strategy::Strategy`]) are the seeds' naive locks, issuing exactly the
 //! commands the seeds describe, and relock's `Mutex` (without and with fencing), `FairMutex`,
-//! RedLock over 5 masters, and `Mutex` through Sentinel without and with waiting for the
-//! replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
+//! `RwLock` (writers with readers), `Semaphore`, `ReentrantMutex` and `MultiMutex` (fenced),
+//! RedLock over 5 masters, and `Mutex` through Sentinel and on a Cluster without and with
+//! waiting for the replica. The faults ([`fault::Fault`]) are a holder killed (SIGKILL), a holder paused
 //! (SIGSTOP) longer than its lease, a section slower than the lease, a holder cut off from the
 //! lock's servers by a proxy ([`relock_testkit::Proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
-//! restarted, and for Sentinel a failover to a replica that missed the latest grant. Their
-//! schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in count
-//! and time.
+//! restarted, for Sentinel a failover to a replica that missed the latest grant, and the lock's
+//! Redis's wall clock stepped or running fast (libfaketime, [`relock_testkit::FakedClock`]).
+//! Their schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in
+//! count and time.
+//!
+//! A worker may take several lock names at once (`--lanes`), one task per name, each name
+//! protecting a counter of its own; each name's history is checked on its own. The soak mode
+//! ([`soak`]) runs relock's primitives that way, round after round under faults drawn from the
+//! seed, until a number of critical sections or a time bound.
 //!
 //! ```text
 //! relock-check full  [--seed N] [--workers 4] [--duration 6000] [--lease 1000] [--out FILE]
 //! relock-check short [--seed N]
-//! relock-check run --strategy relock-mutex-fenced --fault pause [--seed N]
+//! relock-check run --strategy relock-mutex-fenced --fault pause [--seed N] [--lanes 1]
+//! relock-check soak [--sections 1000000] [--minutes 60] [--seed N] [--out relock-soak]
 //! ```
 //!
 //! Each cell's verdict compares the measurement with what relock's documentation claims, or
@@ -45,6 +53,7 @@ pub mod lock;
 pub mod matrix;
 pub mod resource;
 pub mod rng;
+pub mod soak;
 pub mod strategy;
 pub mod worker;
 
@@ -76,6 +85,9 @@ enum Command {
     Full(RunArgs),
     /// The reduced matrix that CI runs: the seeds' failures and relock's claims.
     Short(RunArgs),
+    /// relock's primitives under faults drawn continuously, over many names, until a number
+    /// of critical sections or a time bound; writes the totals to a results file.
+    Soak(SoakArgs),
     /// One strategy under one fault.
     Run {
         /// The lock strategy.
@@ -112,9 +124,84 @@ struct RunArgs {
     /// Faults per cell (faults inside workers: at most one per worker).
     #[arg(long, default_value_t = 2)]
     faults: usize,
+    /// Lock names each worker takes at once, each protecting a counter of its own.
+    #[arg(long, default_value_t = 1)]
+    lanes: usize,
     /// Also write the table to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SoakArgs {
+    /// The critical sections to reach, over every strategy.
+    #[arg(long, default_value_t = 1_000_000)]
+    sections: usize,
+    /// The time bound, in minutes.
+    #[arg(long, default_value_t = 60)]
+    minutes: u64,
+    /// The seed every round is drawn from (default: from the clock; printed either way).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker processes per round.
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// Lock names each worker takes at once.
+    #[arg(long, default_value_t = 8)]
+    lanes: usize,
+    /// How long each round runs, in milliseconds.
+    #[arg(long, default_value_t = 6000)]
+    round: u64,
+    /// The lease, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    lease: u64,
+    /// The time between a section's read and its write, and between sections, in milliseconds.
+    #[arg(long, default_value_t = 1)]
+    work: u64,
+    /// Only these strategies (default: every one the soak runs).
+    #[arg(long, value_delimiter = ',')]
+    strategies: Vec<Strategy>,
+    /// The results file, written as PATH.md and PATH.json.
+    #[arg(long, default_value_os_t = soak::default_out())]
+    out: PathBuf,
+}
+
+impl SoakArgs {
+    fn options(&self) -> Result<soak::SoakOptions> {
+        if self.workers < 2 || self.lanes == 0 || self.lease < 1000 {
+            return Err(CheckError::Usage(
+                "at least 2 workers, 1 lane and a 1000 ms lease".into(),
+            ));
+        }
+        let strategies = if self.strategies.is_empty() {
+            soak::SOAK_STRATEGIES.to_vec()
+        } else {
+            self.strategies.clone()
+        };
+        Ok(soak::SoakOptions {
+            sections: self.sections,
+            time_bound: Duration::from_secs(self.minutes.saturating_mul(60)),
+            strategies,
+            round: MatrixOptions {
+                workers: self.workers,
+                duration: Duration::from_millis(self.round),
+                lease: Duration::from_millis(self.lease),
+                work: Duration::from_millis(self.work),
+                faults: 1,
+                lanes: self.lanes,
+                seed: self.seed.unwrap_or_else(clock_seed),
+                worker_exe: std::env::current_exe()?,
+            },
+        })
+    }
+}
+
+/// A seed from the wall clock, for runs not given one.
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 impl RunArgs {
@@ -127,18 +214,14 @@ impl RunArgs {
                 "the lease is at least 1000 ms: the naive locks count it in seconds".into(),
             ));
         }
-        let seed = self.seed.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        });
+        let seed = self.seed.unwrap_or_else(clock_seed);
         Ok(MatrixOptions {
             workers: self.workers,
             duration: Duration::from_millis(self.duration),
             lease: Duration::from_millis(self.lease),
             work: Duration::from_millis(self.work),
             faults: self.faults,
+            lanes: self.lanes.max(1),
             seed,
             worker_exe: std::env::current_exe()?,
         })
@@ -159,6 +242,25 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Runs a soak, writes its results and prints them.
+fn run_soak(args: &SoakArgs) -> Result<bool> {
+    let options = args.options()?;
+    eprintln!(
+        "relock-check soak: seed {}, {} sections or {} min, {} workers x {} names, {} ms rounds",
+        options.round.seed,
+        options.sections,
+        args.minutes,
+        options.round.workers,
+        options.round.lanes,
+        args.round
+    );
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let report = soak::soak(&options, command)?;
+    report.write(&args.out)?;
+    println!("{}", report.markdown());
+    Ok(report.passes())
+}
+
 /// Runs what `cli` asks for; `Ok(false)` when a cell did not pass.
 ///
 /// # Errors
@@ -170,6 +272,7 @@ pub fn run(cli: Cli) -> Result<bool> {
         Command::Worker(args) => return worker::run(&args).map(|()| true),
         Command::Full(args) => (full_matrix(), args),
         Command::Short(args) => (short_matrix(), args),
+        Command::Soak(args) => return run_soak(&args),
         Command::Run {
             strategy,
             fault,

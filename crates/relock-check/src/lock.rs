@@ -8,13 +8,16 @@ use nix::sys::signal::{raise, Signal};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use relock::{
-    Client, ClientOptions, FairMutex, FairMutexGuard, Lease, Mutex, MutexGuard, MutexOptions,
+    Client, ClientOptions, FairMutex, FairMutexGuard, Holder, Lease, MultiMutex, MultiMutexGuard,
+    Mutex, MutexGuard, MutexOptions, ReentrantMutex, ReentrantMutexGuard, RwLock, RwLockOptions,
+    RwLockReadGuard, RwLockWriteGuard, Semaphore, SemaphoreOptions, SemaphorePermit,
     SentinelOptions,
 };
 use relock_testkit::process::monotonic_nanos;
 
 use crate::error::{CheckError, Result};
 use crate::event::{Event, EventLog};
+use crate::fault::Fault;
 use crate::strategy::{Deployment, Strategy};
 use crate::worker::WorkerArgs;
 
@@ -34,6 +37,8 @@ pub enum Acquired {
     Held {
         /// The fence to pass to the resource.
         fence: Option<u64>,
+        /// Whether the hold is shared (a reader's), so that other shared holds may overlap it.
+        shared: bool,
     },
     /// The attempt ended without the lock.
     GaveUp(String),
@@ -49,22 +54,36 @@ pub enum Locker {
 }
 
 impl Locker {
-    /// Connects to the lock's servers that `args` name, for the leases they give.
+    /// Connects to the lock's servers that `args` name, and makes one lock for each of its
+    /// lanes' names, all on the same client, for the leases `args` give.
     ///
     /// # Errors
     ///
     /// When a URL is malformed, the lock's Redis cannot be reached, or relock refuses the name
     /// or an option.
-    pub async fn connect(args: &WorkerArgs) -> Result<Locker> {
+    pub async fn connect_lanes(args: &WorkerArgs) -> Result<Vec<Locker>> {
         let lease = args.lease();
+        let names = (0..args.lanes()).map(|lane| args.lane_name(lane));
         if args.strategy.is_relock() {
-            Ok(Locker::Relock(Box::new(
-                RelockLock::connect(args, lease).await?,
-            )))
+            let client = connect_client(args).await?;
+            names
+                .map(|name| {
+                    RelockLock::new(&client, args.strategy, &name, lease)
+                        .map(|lock| Locker::Relock(Box::new(lock)))
+                })
+                .collect()
         } else {
-            Ok(Locker::Naive(Box::new(
-                NaiveLock::connect(args.strategy, first_url(args)?, &args.name, lease).await?,
-            )))
+            let conn = ConnectionManager::new(redis::Client::open(first_url(args)?)?).await?;
+            Ok(names
+                .map(|name| {
+                    Locker::Naive(Box::new(NaiveLock::new(
+                        args.strategy,
+                        conn.clone(),
+                        name,
+                        lease,
+                    )))
+                })
+                .collect())
         }
     }
 
@@ -152,17 +171,16 @@ impl std::fmt::Debug for NaiveLock {
 }
 
 impl NaiveLock {
-    async fn connect(strategy: Strategy, url: &str, name: &str, lease: Duration) -> Result<Self> {
-        let conn = ConnectionManager::new(redis::Client::open(url)?).await?;
-        Ok(NaiveLock {
+    fn new(strategy: Strategy, conn: ConnectionManager, key: String, lease: Duration) -> Self {
+        NaiveLock {
             strategy,
             conn,
-            key: name.to_owned(),
+            key,
             lease,
             token: String::new(),
             tokens_issued: 0,
             compare_and_delete: Script::new(include_str!("lua/compare_and_delete.lua")),
-        })
+        }
     }
 
     async fn acquire(
@@ -174,7 +192,12 @@ impl NaiveLock {
         let started = Instant::now();
         loop {
             match self.try_once(crash_in_acquire, log).await {
-                Ok(true) => return Ok(Acquired::Held { fence: None }),
+                Ok(true) => {
+                    return Ok(Acquired::Held {
+                        fence: None,
+                        shared: false,
+                    })
+                }
                 Ok(false) | Err(TryFailure::Redis) => {}
                 Err(TryFailure::GiveUp(why)) => return Ok(Acquired::GaveUp(why.to_owned())),
             }
@@ -317,87 +340,161 @@ pub struct RelockLock {
     fenced: bool,
     lock: RelockKind,
     guard: Option<RelockGuard>,
+    /// Holds taken so far: a read-write lock takes every other one shared.
+    holds: u64,
 }
 
 #[derive(Debug)]
 enum RelockKind {
     Mutex(Mutex),
     Fair(FairMutex),
+    RwLock(RwLock),
+    Semaphore(Semaphore),
+    /// Taken twice by the same holder in each section, and released once inside it: the
+    /// outer hold must keep the lock.
+    Reentrant(ReentrantMutex, Holder),
+    /// The lane's name and a second name of its own, taken together.
+    Multi(MultiMutex, String),
 }
 
 #[derive(Debug)]
 enum RelockGuard {
     Mutex(MutexGuard),
     Fair(FairMutexGuard),
+    Read(RwLockReadGuard),
+    Write(RwLockWriteGuard),
+    Permit(SemaphorePermit),
+    Reentrant(ReentrantMutexGuard),
+    Multi(MultiMutexGuard),
+}
+
+impl RelockGuard {
+    fn fence(&self, multi_name: Option<&str>) -> u64 {
+        match self {
+            RelockGuard::Mutex(g) => g.fence().get(),
+            RelockGuard::Fair(g) => g.fence().get(),
+            RelockGuard::Read(g) => g.fence().get(),
+            RelockGuard::Write(g) => g.fence().get(),
+            RelockGuard::Permit(g) => g.fence().get(),
+            RelockGuard::Reentrant(g) => g.fence().get(),
+            RelockGuard::Multi(g) => multi_name
+                .and_then(|name| g.fence(name))
+                .map_or(0, |f| f.get()),
+        }
+    }
+
+    async fn unlock(self) -> relock::Result<()> {
+        match self {
+            RelockGuard::Mutex(g) => g.unlock().await,
+            RelockGuard::Fair(g) => g.unlock().await,
+            RelockGuard::Read(g) => g.unlock().await,
+            RelockGuard::Write(g) => g.unlock().await,
+            RelockGuard::Permit(g) => g.release().await,
+            RelockGuard::Reentrant(g) => g.unlock().await,
+            RelockGuard::Multi(g) => g.unlock().await,
+        }
+    }
+}
+
+/// Connects the one relock client a worker's lanes share.
+async fn connect_client(args: &WorkerArgs) -> Result<Client> {
+    let strategy = args.strategy;
+    let urls = args.lock_urls.iter().map(String::as_str);
+    Ok(match strategy.deployment() {
+        Deployment::Redlock => {
+            let options = ClientOptions::default().node_timeout(REDLOCK_NODE_TIMEOUT);
+            Client::connect_redlock_with_options(urls, options).await?
+        }
+        Deployment::Sentinel => {
+            let service = args
+                .service
+                .as_deref()
+                .ok_or_else(|| CheckError::Usage("sentinels without a service".into()))?;
+            let options = if strategy == Strategy::RelockSentinelWait {
+                ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
+            } else {
+                ClientOptions::default()
+            };
+            Client::connect_sentinel_with_options(
+                urls,
+                service,
+                SentinelOptions::default(),
+                options,
+            )
+            .await?
+        }
+        Deployment::Cluster => {
+            let options = if strategy == Strategy::RelockClusterWait {
+                ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
+            } else {
+                ClientOptions::default()
+            };
+            Client::connect_cluster_with_options(urls, options).await?
+        }
+        // The fence memory as short as the lease, so that the clock step past it comes after
+        // a quiet the run can afford.
+        Deployment::Single if args.fault == Fault::ClockBackIdle => {
+            let options = ClientOptions::default().fence_memory(args.lease());
+            Client::connect_with_options(first_url(args)?, options).await?
+        }
+        Deployment::Single => Client::connect(first_url(args)?).await?,
+    })
 }
 
 impl RelockLock {
-    async fn connect(args: &WorkerArgs, lease: Duration) -> Result<Self> {
-        let strategy = args.strategy;
-        let urls = args.lock_urls.iter().map(String::as_str);
-        let client = match strategy.deployment() {
-            Deployment::Redlock => {
-                let options = ClientOptions::default().node_timeout(REDLOCK_NODE_TIMEOUT);
-                Client::connect_redlock_with_options(urls, options).await?
-            }
-            Deployment::Sentinel => {
-                let service = args
-                    .service
-                    .as_deref()
-                    .ok_or_else(|| CheckError::Usage("sentinels without a service".into()))?;
-                let options = if strategy == Strategy::RelockSentinelWait {
-                    ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
-                } else {
-                    ClientOptions::default()
-                };
-                Client::connect_sentinel_with_options(
-                    urls,
-                    service,
-                    SentinelOptions::default(),
-                    options,
-                )
-                .await?
-            }
-            Deployment::Cluster => {
-                let options = if strategy == Strategy::RelockClusterWait {
-                    ClientOptions::default().wait_for_replicas(1, REPLICA_ACK_TIMEOUT)
-                } else {
-                    ClientOptions::default()
-                };
-                Client::connect_cluster_with_options(urls, options).await?
-            }
-            Deployment::Single => Client::connect(first_url(args)?).await?,
-        };
-        let name = args.name.as_str();
-        let options = MutexOptions::default().lease(Lease::Renewed(lease));
+    fn new(client: &Client, strategy: Strategy, name: &str, lease: Duration) -> Result<Self> {
+        let lease = Lease::Renewed(lease);
+        let options = MutexOptions::default().lease(lease);
         let lock = match strategy {
             Strategy::RelockFairFenced => {
                 RelockKind::Fair(client.fair_mutex_with_options(name, options)?)
             }
+            Strategy::RelockRwlockFenced => RelockKind::RwLock(
+                client.rwlock_with_options(name, RwLockOptions::default().lease(lease))?,
+            ),
+            Strategy::RelockSemaphoreFenced => RelockKind::Semaphore(
+                client.semaphore_with_options(name, 1, SemaphoreOptions::default().lease(lease))?,
+            ),
+            Strategy::RelockReentrantFenced => RelockKind::Reentrant(
+                client.reentrant_mutex_with_options(name, options)?,
+                client.holder()?,
+            ),
+            Strategy::RelockMultiFenced => RelockKind::Multi(
+                client
+                    .multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?,
+                name.to_owned(),
+            ),
             _ => RelockKind::Mutex(client.mutex_with_options(name, options)?),
         };
         Ok(RelockLock {
             fenced: strategy.is_fenced(),
             lock,
             guard: None,
+            holds: 0,
         })
     }
 
     async fn acquire(&mut self, timeout: Duration) -> Acquired {
+        self.holds += 1;
+        let shared = matches!(self.lock, RelockKind::RwLock(_)) && self.holds.is_multiple_of(2);
         let granted = match &self.lock {
             RelockKind::Mutex(m) => m.lock_timeout(timeout).await.map(RelockGuard::Mutex),
             RelockKind::Fair(m) => m.lock_timeout(timeout).await.map(RelockGuard::Fair),
+            RelockKind::RwLock(l) if shared => l.read_timeout(timeout).await.map(RelockGuard::Read),
+            RelockKind::RwLock(l) => l.write_timeout(timeout).await.map(RelockGuard::Write),
+            RelockKind::Semaphore(s) => s.acquire_timeout(timeout).await.map(RelockGuard::Permit),
+            RelockKind::Reentrant(m, holder) => reenter(m, holder, timeout).await,
+            RelockKind::Multi(m, _) => m.lock_timeout(timeout).await.map(RelockGuard::Multi),
         };
         match granted {
             Ok(guard) => {
-                let fence = match &guard {
-                    RelockGuard::Mutex(g) => g.fence().get(),
-                    RelockGuard::Fair(g) => g.fence().get(),
+                let multi_name = match &self.lock {
+                    RelockKind::Multi(_, name) => Some(name.as_str()),
+                    _ => None,
                 };
+                let fence = self.fenced.then(|| guard.fence(multi_name));
                 self.guard = Some(guard);
-                Acquired::Held {
-                    fence: self.fenced.then_some(fence),
-                }
+                Acquired::Held { fence, shared }
             }
             Err(relock::Error::Timeout { .. }) => Acquired::GaveUp("timeout".to_owned()),
             Err(e) => {
@@ -411,10 +508,21 @@ impl RelockLock {
     async fn release(&mut self) {
         // A refused unlock (the lease was lost) is what the history shows as an overlap or a
         // refused write; it needs no handling here.
-        let _ = match self.guard.take() {
-            Some(RelockGuard::Mutex(g)) => g.unlock().await,
-            Some(RelockGuard::Fair(g)) => g.unlock().await,
-            None => Ok(()),
-        };
+        if let Some(guard) = self.guard.take() {
+            let _ = guard.unlock().await;
+        }
     }
+}
+
+/// Takes the reentrant lock, takes it again as the same holder and releases that inner hold:
+/// the outer one must still keep everyone else out.
+async fn reenter(
+    lock: &ReentrantMutex,
+    holder: &Holder,
+    timeout: Duration,
+) -> relock::Result<RelockGuard> {
+    let outer = lock.lock_timeout(holder, timeout).await?;
+    let inner = lock.lock_timeout(holder, timeout).await?;
+    inner.unlock().await?;
+    Ok(RelockGuard::Reentrant(outer))
 }

@@ -25,6 +25,8 @@ pub struct MatrixOptions {
     pub work: Duration,
     /// Faults per cell.
     pub faults: usize,
+    /// Locks each worker takes at once, one lane each, each lane with a counter of its own.
+    pub lanes: usize,
     /// The seed: of a matrix, the one every cell's own seed is drawn from; of a
     /// [`CellConfig`], the cell's own, which its fault plan is drawn from.
     pub seed: u64,
@@ -87,6 +89,7 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::RelockMutexFenced, Fault::EvictVolatile),
         (Strategy::RelockMutex, Fault::MemoryFull),
         (Strategy::RelockClusterWait, Fault::ClusterKillMaster),
+        (Strategy::RelockMutexFenced, Fault::ClockForwardLease),
     ]
 }
 
@@ -236,8 +239,9 @@ impl Progress {
 
 /// The header of the table [`table`] prints.
 pub const TABLE_HEADER: &str = "| strategy | fault | faults | sections | overlaps | lost updates \
-| stale writes accepted | refused | availability | entered after a kill | claim | verdict |\n\
-|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
+| stale writes accepted | refused | fences back | availability | entered after a kill | claim \
+| verdict |\n\
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
 
 /// The results as a Markdown table, one row per cell.
 pub fn table(results: &[CellResult]) -> String {
@@ -260,7 +264,7 @@ fn row(result: &CellResult) -> String {
     let mut line = String::new();
     let _ = writeln!(
         line,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} |",
         result.strategy,
         result.fault,
         m.faults,
@@ -269,6 +273,7 @@ fn row(result: &CellResult) -> String {
         m.lost_updates,
         m.stale_writes,
         m.refused,
+        m.fences_back,
         m.availability() * 100.0,
         m.entered_after_crash
             .map_or_else(|| "-".to_owned(), |n| n.to_string()),

@@ -8,15 +8,22 @@ use redis::{AsyncCommands, Script};
 
 use crate::error::Result;
 
-/// The counter's key.
-pub const COUNTER_KEY: &str = "relock-check:counter";
-/// The key of the highest fence the resource has seen.
-pub const FENCE_KEY: &str = "relock-check:fence";
+/// The key of lane `lane`'s counter (each lane, one lock name, protects a counter of its own).
+pub fn counter_key(lane: usize) -> String {
+    format!("relock-check:counter:{lane}")
+}
 
-/// A worker's connection to the protected counter.
+/// The key of the highest fence lane `lane`'s counter has seen.
+fn fence_key(lane: usize) -> String {
+    format!("relock-check:fence:{lane}")
+}
+
+/// A worker's connection to the protected counter of one lane.
 #[derive(Clone)]
 pub struct Resource {
     conn: ConnectionManager,
+    counter: String,
+    fence: String,
     read: Script,
     write: Script,
 }
@@ -28,7 +35,7 @@ impl std::fmt::Debug for Resource {
 }
 
 impl Resource {
-    /// Connects to the resource's Redis at `url`.
+    /// Connects to the resource's Redis at `url`, for lane 0.
     ///
     /// # Errors
     ///
@@ -37,9 +44,20 @@ impl Resource {
         let conn = ConnectionManager::new(redis::Client::open(url)?).await?;
         Ok(Resource {
             conn,
+            counter: counter_key(0),
+            fence: fence_key(0),
             read: Script::new(include_str!("lua/fenced_read.lua")),
             write: Script::new(include_str!("lua/fenced_write.lua")),
         })
+    }
+
+    /// The counter of lane `lane`, on the same connection.
+    pub fn for_lane(&self, lane: usize) -> Resource {
+        Resource {
+            counter: counter_key(lane),
+            fence: fence_key(lane),
+            ..self.clone()
+        }
     }
 
     /// Reads the counter; with a fence, `None` when the resource refused it.
@@ -50,14 +68,14 @@ impl Resource {
     pub async fn read(&mut self, fence: Option<u64>) -> Result<Option<i64>> {
         match fence {
             None => {
-                let value: Option<i64> = self.conn.get(COUNTER_KEY).await?;
+                let value: Option<i64> = self.conn.get(&self.counter).await?;
                 Ok(Some(value.unwrap_or(0)))
             }
             Some(fence) => {
                 let (granted, value): (i64, i64) = self
                     .read
-                    .key(COUNTER_KEY)
-                    .key(FENCE_KEY)
+                    .key(&self.counter)
+                    .key(&self.fence)
                     .arg(fence)
                     .invoke_async(&mut self.conn)
                     .await?;
@@ -74,14 +92,14 @@ impl Resource {
     pub async fn write(&mut self, fence: Option<u64>, value: i64) -> Result<bool> {
         match fence {
             None => {
-                let () = self.conn.set(COUNTER_KEY, value).await?;
+                let () = self.conn.set(&self.counter, value).await?;
                 Ok(true)
             }
             Some(fence) => {
                 let stored: i64 = self
                     .write
-                    .key(COUNTER_KEY)
-                    .key(FENCE_KEY)
+                    .key(&self.counter)
+                    .key(&self.fence)
                     .arg(fence)
                     .arg(value)
                     .invoke_async(&mut self.conn)
@@ -92,13 +110,18 @@ impl Resource {
     }
 }
 
-/// The counter's final value, read by the checker after every worker exited.
+/// The final value of each of `lanes` lanes' counters, read by the checker after every worker
+/// exited.
 ///
 /// # Errors
 ///
 /// When the resource's Redis cannot be reached.
-pub fn final_counter(url: &str) -> Result<i64> {
+pub fn final_counters(url: &str, lanes: usize) -> Result<Vec<i64>> {
     let mut conn = redis::Client::open(url)?.get_connection()?;
-    let value: Option<i64> = redis::cmd("GET").arg(COUNTER_KEY).query(&mut conn)?;
-    Ok(value.unwrap_or(0))
+    (0..lanes)
+        .map(|lane| {
+            let value: Option<i64> = redis::cmd("GET").arg(counter_key(lane)).query(&mut conn)?;
+            Ok(value.unwrap_or(0))
+        })
+        .collect()
 }

@@ -41,6 +41,16 @@ pub enum Strategy {
     RelockCluster,
     /// The same, with `ClientOptions::wait_for_replicas(1, 100 ms)`.
     RelockClusterWait,
+    /// relock's `RwLock`, fenced: every other hold of each worker is a read, which only reads
+    /// the counter and may overlap other reads; writes are exclusive.
+    RelockRwlockFenced,
+    /// relock's `Semaphore` with one permit, fenced.
+    RelockSemaphoreFenced,
+    /// relock's `ReentrantMutex`, fenced: each section takes it twice as the same holder and
+    /// releases the inner hold before its work.
+    RelockReentrantFenced,
+    /// relock's `MultiMutex` over the lock's name and a second one, fenced by the first.
+    RelockMultiFenced,
 }
 
 /// Where a strategy's lock lives.
@@ -61,7 +71,7 @@ pub const REDLOCK_MASTERS: usize = 5;
 
 impl Strategy {
     /// Every strategy, naive ones first.
-    pub const ALL: [Strategy; 13] = [
+    pub const ALL: [Strategy; 17] = [
         Strategy::ExistsThenSet,
         Strategy::SetnxExpire,
         Strategy::SetnxGetset,
@@ -75,6 +85,10 @@ impl Strategy {
         Strategy::RelockSentinelWait,
         Strategy::RelockCluster,
         Strategy::RelockClusterWait,
+        Strategy::RelockRwlockFenced,
+        Strategy::RelockSemaphoreFenced,
+        Strategy::RelockReentrantFenced,
+        Strategy::RelockMultiFenced,
     ];
 
     /// The name used on the command line and in tables.
@@ -93,22 +107,24 @@ impl Strategy {
             Strategy::RelockSentinelWait => "relock-sentinel-wait",
             Strategy::RelockCluster => "relock-cluster",
             Strategy::RelockClusterWait => "relock-cluster-wait",
+            Strategy::RelockRwlockFenced => "relock-rwlock-fenced",
+            Strategy::RelockSemaphoreFenced => "relock-semaphore-fenced",
+            Strategy::RelockReentrantFenced => "relock-reentrant-fenced",
+            Strategy::RelockMultiFenced => "relock-multi-fenced",
         }
     }
 
     /// Whether this is one of relock's primitives rather than a seed's naive lock.
     pub fn is_relock(self) -> bool {
-        matches!(
-            self,
-            Strategy::RelockMutex
-                | Strategy::RelockMutexFenced
-                | Strategy::RelockFairFenced
-                | Strategy::RelockRedlockFenced
-                | Strategy::RelockSentinel
-                | Strategy::RelockSentinelWait
-                | Strategy::RelockCluster
-                | Strategy::RelockClusterWait
-        )
+        self.is_fenced()
+            || matches!(
+                self,
+                Strategy::RelockMutex
+                    | Strategy::RelockSentinel
+                    | Strategy::RelockSentinelWait
+                    | Strategy::RelockCluster
+                    | Strategy::RelockClusterWait
+            )
     }
 
     /// Whether every access to the resource carries the grant's fence.
@@ -118,6 +134,10 @@ impl Strategy {
             Strategy::RelockMutexFenced
                 | Strategy::RelockFairFenced
                 | Strategy::RelockRedlockFenced
+                | Strategy::RelockRwlockFenced
+                | Strategy::RelockSemaphoreFenced
+                | Strategy::RelockReentrantFenced
+                | Strategy::RelockMultiFenced
         )
     }
 

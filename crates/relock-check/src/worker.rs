@@ -5,14 +5,15 @@
 //! once the time the plan names has come, so that they land exactly where they should rather
 //! than where a signal happens to arrive.
 
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use nix::sys::signal::{raise, Signal};
 use relock_testkit::process::monotonic_nanos;
 
-use crate::error::Result;
+use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event, EventLog};
-use crate::fault::{Fault, FAILOVER_QUIET};
+use crate::fault::Fault;
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
 use crate::strategy::Strategy;
@@ -58,6 +59,9 @@ pub struct WorkerArgs {
     /// section entered from then on.
     #[arg(long)]
     pub fault_at_ns: Option<u64>,
+    /// How many locks the worker takes at once, one lane each: `name`, then `name:1`, ...
+    #[arg(long, default_value_t = 1)]
+    pub lanes: usize,
 }
 
 impl WorkerArgs {
@@ -75,6 +79,7 @@ impl WorkerArgs {
             format!("--work-ms={}", self.work_ms),
             format!("--start-ns={}", self.start_ns),
             format!("--end-ns={}", self.end_ns),
+            format!("--lanes={}", self.lanes),
         ];
         if let Some(service) = &self.service {
             args.push(format!("--service={service}"));
@@ -93,9 +98,43 @@ impl WorkerArgs {
     fn work(&self) -> Duration {
         Duration::from_millis(self.work_ms)
     }
+
+    /// How many lanes the worker runs: at least one.
+    pub(crate) fn lanes(&self) -> usize {
+        self.lanes.max(1)
+    }
+
+    /// The lock name of lane `lane`: the run's name for the first, so that a run of one lane
+    /// locks exactly that name.
+    pub(crate) fn lane_name(&self, lane: usize) -> String {
+        if lane == 0 {
+            self.name.clone()
+        } else {
+            format!("{}:{lane}", self.name)
+        }
+    }
 }
 
-/// Runs a worker to its end time on a runtime of its own.
+/// The worker's planned fault, due at a time, taken by the first lane that holds the lock
+/// from then on.
+#[derive(Debug)]
+struct PlannedFault {
+    due: StdMutex<Option<u64>>,
+}
+
+impl PlannedFault {
+    /// When the fault is due, while no lane took it yet.
+    fn due(&self) -> Option<u64> {
+        self.due.lock().map_or(None, |due| *due)
+    }
+
+    /// Takes the fault for the calling lane; false when another lane took it first.
+    fn take(&self) -> bool {
+        self.due.lock().is_ok_and(|mut due| due.take().is_some())
+    }
+}
+
+/// Runs a worker to its end time on a runtime of its own, one task per lane.
 ///
 /// # Errors
 ///
@@ -105,27 +144,55 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(work(args))
+    runtime.block_on(work(Arc::new(args.clone())))
 }
 
-async fn work(args: &WorkerArgs) -> Result<()> {
-    let mut log = EventLog;
-    let mut resource = Resource::connect(&args.resource_url).await?;
-    let mut locker = Locker::connect(args).await?;
+async fn work(args: Arc<WorkerArgs>) -> Result<()> {
+    let resource = Resource::connect(&args.resource_url).await?;
+    let lockers = Locker::connect_lanes(&args).await?;
+    let fault = Arc::new(PlannedFault {
+        due: StdMutex::new(args.fault_at_ns),
+    });
     sleep_until(args.start_ns).await;
+    let mut lanes = tokio::task::JoinSet::new();
+    for (lane, locker) in lockers.into_iter().enumerate() {
+        lanes.spawn(run_lane(
+            Arc::clone(&args),
+            lane,
+            locker,
+            resource.for_lane(lane),
+            Arc::clone(&fault),
+        ));
+    }
+    while let Some(done) = lanes.join_next().await {
+        done.map_err(|e| CheckError::Worker(format!("a lane failed: {e}")))??;
+    }
+    Ok(())
+}
+
+/// One lane's loop: acquire, critical section, release, until the end time.
+async fn run_lane(
+    args: Arc<WorkerArgs>,
+    lane: usize,
+    mut locker: Locker,
+    mut resource: Resource,
+    planned: Arc<PlannedFault>,
+) -> Result<()> {
+    let mut log = EventLog::for_lane(lane);
     let timeout = Duration::from_millis(args.acquire_timeout_ms);
-    let mut fault_due = args.fault_at_ns;
     while monotonic_nanos() < args.end_ns {
-        let fault = fault_due
+        let due = planned.due();
+        let fault = due
             .filter(|&due| monotonic_nanos() >= due)
             .map(|_| args.fault);
-        if let (Some(Fault::Failover), Some(quiet_from)) = (fault, fault_due) {
-            sleep_until(quiet_from + nanos(FAILOVER_QUIET)).await;
+        if let (Some(quiet), Some(quiet_from)) = (fault.and_then(|f| f.quiet(args.lease())), due) {
+            sleep_until(quiet_from + nanos(quiet)).await;
         }
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
-        let fence = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
-            Acquired::Held { fence } => fence,
+        let asked = monotonic_nanos();
+        let (fence, shared) = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
+            Acquired::Held { fence, shared } => (fence, shared),
             Acquired::GaveUp(reason) => {
                 log.emit(&Event::GaveUp {
                     t: monotonic_nanos(),
@@ -134,14 +201,15 @@ async fn work(args: &WorkerArgs) -> Result<()> {
                 continue;
             }
         };
-        if fault.is_some() {
-            fault_due = None;
-        }
+        // Of the lanes that saw the fault due, the first to hold the lock injects it.
+        let fault = fault.filter(|_| planned.take());
         log.emit(&Event::Enter {
             t: monotonic_nanos(),
             fence,
+            shared,
+            asked,
         })?;
-        critical_section(args, &mut resource, fence, fault, &mut log).await?;
+        critical_section(&args, &mut resource, fence, shared, fault, &mut log).await?;
         log.emit(&Event::Exit {
             t: monotonic_nanos(),
         })?;
@@ -151,11 +219,13 @@ async fn work(args: &WorkerArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads the counter, lets time pass (and the fault happen), and writes it back plus one.
+/// Reads the counter, lets time pass (and the fault happen), and writes it back plus one; a
+/// shared (reader's) section only reads.
 async fn critical_section(
     args: &WorkerArgs,
     resource: &mut Resource,
     fence: Option<u64>,
+    shared: bool,
     fault: Option<Fault>,
     log: &mut EventLog,
 ) -> Result<()> {
@@ -205,11 +275,22 @@ async fn critical_section(
             | Fault::MemoryFull
             | Fault::ClusterFailover
             | Fault::ClusterKillMaster
-            | Fault::SlotMigration,
+            | Fault::SlotMigration
+            | Fault::ClockForward
+            | Fault::ClockForwardLease
+            | Fault::ClockForwardMemory
+            | Fault::ClockBack
+            | Fault::ClockBackLease
+            | Fault::ClockBackMemory
+            | Fault::ClockFast2x
+            | Fault::ClockFast4x,
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
     tokio::time::sleep(args.work()).await;
+    if shared {
+        return Ok(());
+    }
     let sent = monotonic_nanos();
     let accepted = resource.write(fence, value + 1).await?;
     log.emit(&Event::Write {

@@ -8,7 +8,8 @@
 //! sentinels, with failovers on request; a [`RedisCluster`] is three masters and
 //! their replicas, with failovers and slot migrations on request. A [`Proxy`] stands between
 //! clients and a server and can cut them off. A [`Postgres`] is a PostgreSQL server, for
-//! fenced writes to a real database. The [`process`] module helps integration tests
+//! fenced writes to a real database. A [`FakedClock`] steps or speeds up a server's wall
+//! clock (libfaketime). The [`process`] module helps integration tests
 //! that need several OS processes competing for the same lock.
 //!
 //! Setup failures panic with a message that says what went wrong and, when a
@@ -35,6 +36,7 @@
 #![allow(clippy::expect_used, clippy::panic)]
 
 mod bins;
+mod clock;
 mod cluster;
 mod net;
 mod options;
@@ -49,6 +51,7 @@ pub use bins::{
     redis_cli_path, redis_server_path, server_has_sharded_pubsub, server_release, server_version,
     version_of,
 };
+pub use clock::FakedClock;
 pub use cluster::{Migration, RedisCluster};
 pub use net::free_port;
 pub use options::ServerOptions;

@@ -1,6 +1,8 @@
 //! Configuration of a [`RedisServer`](crate::RedisServer) before it starts.
 
-use crate::RedisServer;
+use std::path::PathBuf;
+
+use crate::{FakedClock, RedisServer};
 
 /// How to configure a [`RedisServer`] before starting it.
 ///
@@ -28,6 +30,10 @@ pub struct ServerOptions {
     pub(crate) extra_args: Vec<String>,
     pub(crate) sentinel: Option<SentinelMonitor>,
     pub(crate) tls: Option<TlsClients>,
+    /// The server binary, when not the one under test ([`crate::redis_server_path`]).
+    pub(crate) program: Option<PathBuf>,
+    /// Environment variables of the server process.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 /// Whether a TLS server asks its clients for certificates.
@@ -159,6 +165,18 @@ impl ServerOptions {
     /// kit's CA (`tls-auth-clients yes`).
     pub fn tls_client_auth(mut self) -> Self {
         self.tls = Some(TlsClients::Required);
+        self
+    }
+
+    /// Runs the server under `clock`: its wall clock (`TIME`, key expiry) is the true one plus
+    /// the clock's offset, which the test steps while the server runs. The server is the
+    /// binary the clock names (see [`FakedClock`]), not the one under test.
+    ///
+    /// Default: the true clock.
+    #[must_use = "setters return the updated options"]
+    pub fn faked_clock(mut self, clock: &FakedClock) -> Self {
+        self.program = Some(clock.server().to_path_buf());
+        self.env.extend(clock.env());
         self
     }
 

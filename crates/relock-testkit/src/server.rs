@@ -550,7 +550,8 @@ impl RedisServer {
             .append(true)
             .open(self.dir.path().join(STDERR_FILE))
             .expect("cannot open stderr.log in the server directory");
-        Command::new(redis_server_path())
+        let program = self.opts.program.clone().unwrap_or_else(redis_server_path);
+        Command::new(&program)
             .arg(self.dir.path().join(CONFIG_FILE))
             .args(["--port", &self.port.to_string()])
             .args(
@@ -559,12 +560,13 @@ impl RedisServer {
                     .flat_map(|port| ["--tls-port".to_owned(), port.to_string()]),
             )
             .args(&self.opts.extra_args)
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", redis_server_path().display()))
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", program.display()))
     }
 
     /// Waits until our own child answers on the port. The `process_id`
