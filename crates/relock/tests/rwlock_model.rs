@@ -170,8 +170,9 @@ fn stored(server: &RedisServer) -> Vec<(char, String)> {
         .filter(|f| !f.starts_with("fence-") && !f.is_empty())
         .map(|f| {
             let kind = f.chars().next().expect("a kind");
-            // The kind, then a token of 22 characters and ':', then the owner.
-            (kind, f.get(24..).expect("an owner").to_owned())
+            // The kind, then a token (which ends at its one ':'), then the owner.
+            let (_, owner) = f.split_once(':').expect("a token");
+            (kind, owner.to_owned())
         })
         .collect();
     holds.sort();

@@ -6,7 +6,8 @@
 --   q<token><owner>  a writer waiting with preference, likewise
 --   fence-r          the fence shared by the read holds held now
 --   fence-w          the fence shared by the write holds held now
--- A token is 22 characters and ':', an owner '<client id>:<holder id>'.
+-- A token ends at its only ':' (its client's tag, '.', 22 random characters),
+-- an owner is '<client id>:<holder id>'.
 -- Each hold expires on its own; expired holds and markers are deleted by
 -- the next acquire or release, judged by the server's clock. The key's own
 -- expiry only covers the longest of them, so that an idle lock leaves
