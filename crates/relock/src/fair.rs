@@ -73,7 +73,11 @@ struct Keys {
     lock_key: Vec<u8>,
     line_key: Vec<u8>,
     places_key: Vec<u8>,
+    /// The name's wake channel: what the scripts are given, and what waiters also listen on.
     wake_channel: Vec<u8>,
+    /// This client's own channel of the name, where a release names its woken waiter: Redis
+    /// writes the message to that one client, not to every waiting one.
+    waiter_channel: Vec<u8>,
     lease: Lease,
     lease_ms: u64,
     fence_memory_ms: u64,
@@ -100,6 +104,7 @@ impl FairMutex {
             line_key: keys.key(FAIR.line),
             places_key: keys.key(FAIR.places),
             wake_channel: keys.key(FAIR.wake),
+            waiter_channel: keys.client_channel(FAIR.wake, &shared.id),
             lease,
             lease_ms,
             fence_memory_ms,
@@ -304,6 +309,14 @@ impl Resource for Inner {
 
     fn wake_channel(&self) -> &[u8] {
         &self.keys.wake_channel
+    }
+
+    /// A waiter is named on its client's own channel of the name, and listens on the name's
+    /// channel too, where inspection counts the clients that wait.
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        [&self.keys.waiter_channel, &self.keys.wake_channel]
+            .into_iter()
+            .map(Vec::as_slice)
     }
 
     fn acquire_script(&self, token: &OwnerToken) -> ScriptInvocation<'static> {

@@ -66,6 +66,16 @@ impl LockKeys {
         key
     }
 
+    /// The channel `<prefix>{<name>}:<wake>:<client tag>` of the name's wake channel `wake`
+    /// that only the client `client_id` listens to: where a release names that client's woken
+    /// waiter (`lua/mutex_value.lua`, `channel_of`).
+    pub(crate) fn client_channel(&self, wake: &str, client_id: &str) -> Vec<u8> {
+        let mut channel = self.key(wake);
+        channel.push(b':');
+        channel.extend_from_slice(crate::token::client_tag(client_id).as_bytes());
+        channel
+    }
+
     /// The key that holds the last fencing token granted for this name, whatever the kind.
     pub(crate) fn fence_key(&self) -> Vec<u8> {
         self.key(FENCE)

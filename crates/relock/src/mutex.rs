@@ -17,7 +17,7 @@ use crate::notify::Target;
 use crate::options::{Lease, MutexOptions};
 use crate::scripts::{FENCE_RAISE, MUTEX_ACQUIRE, MUTEX_EXTEND, MUTEX_RELEASE};
 use crate::shared::Shared;
-use crate::token::{client_tag, Fence, OwnerToken};
+use crate::token::{Fence, OwnerToken};
 
 /// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
 /// to reach it and its attempt to come back on a loaded machine. A task that asks in that
@@ -111,7 +111,7 @@ impl Mutex {
             waiters_key: keys.key(MUTEX.places),
             wake_channel: keys.key(MUTEX.wake),
             waiter_channel: if place_ms > 0 {
-                client_channel(&keys, &shared.id)
+                keys.client_channel(MUTEX.wake, &shared.id)
             } else {
                 keys.key(MUTEX.wake)
             },
@@ -306,15 +306,6 @@ impl fmt::Debug for Mutex {
             .field("wait_timeout", &self.inner.wait_timeout)
             .finish()
     }
-}
-
-/// The name's wake channel of one client: where a release announces that client's woken
-/// waiter (`mutex_release.lua` reads the client from the waiter's token).
-pub(crate) fn client_channel(keys: &LockKeys, client_id: &str) -> Vec<u8> {
-    let mut channel = keys.key(MUTEX.wake);
-    channel.push(b':');
-    channel.extend_from_slice(client_tag(client_id).as_bytes());
-    channel
 }
 
 impl Inner {

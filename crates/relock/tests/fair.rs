@@ -147,6 +147,66 @@ async fn waiters_get_the_lock_in_order_of_arrival_one_wake_up_each() {
 }
 
 #[tokio::test]
+async fn a_release_names_the_next_in_line_to_that_waiter_s_client_alone() {
+    let server = RedisServer::start();
+    let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
+    let holder = client_with(&server, options.clone()).await;
+    let mut waiting_clients = Vec::new();
+    for _ in 0..3 {
+        waiting_clients.push(client_with(&server, options.clone()).await);
+    }
+    let held = holder
+        .fair_mutex("one")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let mut waiting = Vec::new();
+    for c in &waiting_clients {
+        let fair = c.fair_mutex("one").expect("name");
+        waiting.push(tokio::spawn(async move { fair.lock().await }));
+    }
+    line_reaches(&server, "one", 3).await;
+    // Every message on the name's channels, whichever client's.
+    let mut pubsub = redis::Client::open(server.url().as_str())
+        .expect("url")
+        .get_async_pubsub()
+        .await
+        .expect("pubsub");
+    pubsub
+        .psubscribe("relock:{one}:fair-wake*")
+        .await
+        .expect("psubscribe");
+    held.unlock().await.expect("unlock");
+    let mut messages = pubsub.on_message();
+    let mut announced = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(
+        Duration::from_millis(500),
+        std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
+        }),
+    )
+    .await
+    {
+        let payload: String = message.get_payload().expect("a token");
+        announced.push((message.get_channel_name().to_owned(), payload));
+    }
+    // Once, to one client: on that client's channel of the name, naming the first in line.
+    assert_eq!(announced.len(), 1, "{announced:?}");
+    let (channel, token) = &announced[0];
+    let tag = token.split('.').next().expect("a client tag");
+    assert_eq!(
+        *channel,
+        format!("relock:{{one}}:fair-wake:{tag}"),
+        "{token}"
+    );
+    drop(messages);
+    for task in waiting {
+        task.abort();
+    }
+}
+
+#[tokio::test]
 async fn try_lock_does_not_jump_the_line() {
     let server = RedisServer::start();
     let c = client(&server).await;

@@ -114,7 +114,7 @@ if first and first ~= token then
   if dropped then
     -- The lock is free and the line moved up without a release to announce
     -- it: wake the new first waiter.
-    redis.call(PUBLISH, ARGV[5], first)
+    redis.call(PUBLISH, channel_of(ARGV[5], first), first)
   end
   return refuse(first_until - now)
 end

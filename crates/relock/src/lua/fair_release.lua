@@ -26,7 +26,7 @@ local function wake_first(fence)
     now = now or server_ms()
     if ends and ends > now then
       leave_released(KEYS[1], fence, math.max(memory, ends - now), first, ends)
-      redis.call(PUBLISH, ARGV[2], first)
+      redis.call(PUBLISH, channel_of(ARGV[2], first), first)
       return
     end
   end

@@ -97,7 +97,7 @@ if fair and not is_released(fair) then
     queued = redis.call('ZCARD', KEYS[7])
     local first = redis.call('ZRANGE', KEYS[6], 0, 0)[1]
     if first then
-      redis.call(PUBLISH, ARGV[6], first)
+      redis.call(PUBLISH, channel_of(ARGV[6], first), first)
     end
   end
 end

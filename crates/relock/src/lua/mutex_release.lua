@@ -13,17 +13,6 @@
 local token = ARGV[1]
 local memory = tonumber(ARGV[5])
 
--- Where a waiter's client listens: the wake channel and the client tag its
--- token starts with (`<tag>.<random>:`); the wake channel itself for a token
--- without one.
-local function channel_of(waiter)
-  local client = string.match(waiter, '^([^.:]+)%.')
-  if client then
-    return ARGV[2] .. ':' .. client
-  end
-  return ARGV[2]
-end
-
 -- Wakes the waiter whose place ends first, by its token, and keeps the lock
 -- for it for ARGV[4] ms: that is the waiter that took or renewed its place
 -- the longest ago. Waiters whose place ended are dropped on the way. With
@@ -43,7 +32,7 @@ local function wake_next(fence)
     if waiter ~= token and ends > now then
       local hand_off = tonumber(ARGV[4])
       leave_released(KEYS[1], fence, math.max(memory, hand_off), waiter, now + hand_off)
-      redis.call(PUBLISH, channel_of(waiter), waiter)
+      redis.call(PUBLISH, channel_of(ARGV[2], waiter), waiter)
       return
     end
   end

@@ -64,6 +64,17 @@ local function leave_released(key, fence, memory_ms, waiter, until_ms)
   end
 end
 
+-- Where a woken waiter's client listens: the wake channel `base` and the
+-- client tag its token starts with (`<tag>.<random>:`), so that the message
+-- reaches that client alone; `base` itself for a token without one.
+local function channel_of(base, waiter)
+  local client = string.match(waiter, '^([^.:]+)%.')
+  if client then
+    return base .. ':' .. client
+  end
+  return base
+end
+
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
