@@ -168,29 +168,10 @@ async fn a_release_names_the_next_in_line_to_that_waiter_s_client_alone() {
     }
     line_reaches(&server, "one", 3).await;
     // Every message on the name's channels, whichever client's.
-    let mut pubsub = redis::Client::open(server.url().as_str())
-        .expect("url")
-        .get_async_pubsub()
-        .await
-        .expect("pubsub");
-    pubsub
-        .psubscribe("relock:{one}:fair-wake*")
-        .await
-        .expect("psubscribe");
-    held.unlock().await.expect("unlock");
-    let mut messages = pubsub.on_message();
-    let mut announced = Vec::new();
-    while let Ok(Some(message)) = tokio::time::timeout(
-        Duration::from_millis(500),
-        std::future::poll_fn(|cx| {
-            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
-        }),
-    )
-    .await
-    {
-        let payload: String = message.get_payload().expect("a token");
-        announced.push((message.get_channel_name().to_owned(), payload));
-    }
+    let announced = common::published_during(&server, "relock:{one}:fair-wake*", async {
+        held.unlock().await.expect("unlock");
+    })
+    .await;
     // Once, to one client: on that client's channel of the name, naming the first in line.
     assert_eq!(announced.len(), 1, "{announced:?}");
     let (channel, token) = &announced[0];
@@ -200,7 +181,6 @@ async fn a_release_names_the_next_in_line_to_that_waiter_s_client_alone() {
         format!("relock:{{one}}:fair-wake:{tag}"),
         "{token}"
     );
-    drop(messages);
     for task in waiting {
         task.abort();
     }

@@ -183,3 +183,33 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     }
     check()
 }
+
+/// Every message published on a channel matching `pattern` while `during` runs, and for half a
+/// second after it, as (channel, payload).
+pub async fn published_during<F: std::future::Future>(
+    server: &RedisServer,
+    pattern: &str,
+    during: F,
+) -> Vec<(String, String)> {
+    let mut pubsub = redis::Client::open(server.url().as_str())
+        .expect("url")
+        .get_async_pubsub()
+        .await
+        .expect("pubsub");
+    pubsub.psubscribe(pattern).await.expect("psubscribe");
+    during.await;
+    let mut messages = pubsub.on_message();
+    let mut published = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(
+        Duration::from_millis(500),
+        std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut messages), cx)
+        }),
+    )
+    .await
+    {
+        let payload: String = message.get_payload().expect("a text payload");
+        published.push((message.get_channel_name().to_owned(), payload));
+    }
+    published
+}
