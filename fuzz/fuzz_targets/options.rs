@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|input: &[u8]| relock_fuzz::options(input));
+libfuzzer_sys::fuzz_target!(|input: &[u8]| fencelock_fuzz::options(input));

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use relock_testkit::RedisServer;
+use fencelock_testkit::RedisServer;
 
 const WORKERS: usize = 5;
 
@@ -16,7 +16,7 @@ pub(crate) fn run() -> Result<(), String> {
             "--quiet",
             "--release",
             "-p",
-            "relock",
+            "fencelock",
             "--example",
             "lottery",
         ],
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_target_directory_follows_cargo_target_dir() {
-        let elsewhere = std::env::temp_dir().join("relock-xtask-target");
+        let elsewhere = std::env::temp_dir().join("fencelock-xtask-target");
         let mut cargo = crate::cargo_command();
         cargo
             .current_dir(SUBDIRECTORY)

@@ -1,6 +1,6 @@
-//! The layering of relock's library (`ARCHITECTURE.md`): every module sits in one layer, and
+//! The layering of fencelock's library (`ARCHITECTURE.md`): every module sits in one layer, and
 //! a module uses only modules of its own layer or of layers below it. The check reads every
-//! `crate::…` path of `crates/relock/src` (a `use` or a path in code, comments left out) and
+//! `crate::…` path of `crates/fencelock/src` (a `use` or a path in code, comments left out) and
 //! reports each one that points up, as `file:line`.
 //!
 //! A path to an item re-exported at the crate root (`crate::Client`) counts as a path to the
@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-/// relock's modules by layer, lowest first.
+/// fencelock's modules by layer, lowest first.
 const LAYERS: [(&str, &[&str]); 5] = [
     ("base", &["error", "options", "keys", "token", "race"]),
     ("transport", &["transport", "scripts"]),
@@ -41,9 +41,9 @@ const LAYERS: [(&str, &[&str]); 5] = [
 ];
 
 /// The library's sources, from this crate's directory.
-const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/relock/src");
+const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/fencelock/src");
 
-/// Checks relock's sources: `Err` lists every upward path, and every module in no layer.
+/// Checks fencelock's sources: `Err` lists every upward path, and every module in no layer.
 pub(crate) fn check() -> Result<(), String> {
     let root = Path::new(SOURCES);
     let mut files = Vec::new();
@@ -52,7 +52,7 @@ pub(crate) fn check() -> Result<(), String> {
         .iter()
         .find(|(path, _)| path == "lib.rs")
         .map(|(_, text)| text.as_str())
-        .ok_or("crates/relock/src/lib.rs is missing")?;
+        .ok_or("crates/fencelock/src/lib.rs is missing")?;
     let reexports = reexports(lib);
     let problems: Vec<String> = files
         .iter()

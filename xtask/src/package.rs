@@ -1,5 +1,5 @@
 //! The published crates as crates.io would receive them: each `.crate` must build, document and
-//! compile its tests from its own files alone, and relock must build with its default features
+//! compile its tests from its own files alone, and fencelock must build with its default features
 //! off.
 
 use std::collections::HashMap;
@@ -12,11 +12,11 @@ use serde_json::Value;
 use crate::cargo;
 
 /// The crates a user installs, each after the crates it depends on.
-const PUBLISHED: [&str; 3] = ["relock-testkit", "relock", "relock-cli"];
+const PUBLISHED: [&str; 3] = ["fencelock-testkit", "fencelock", "fencelock-cli"];
 
-/// Lints and checks relock without its default features (its tests and examples too), checks
+/// Lints and checks fencelock without its default features (its tests and examples too), checks
 /// that its dependencies build with its minimum Rust version, then packages and verifies every
-/// published crate, and builds relock's documentation and doctests from its unpacked `.crate`.
+/// published crate, and builds fencelock's documentation and doctests from its unpacked `.crate`.
 pub(crate) fn check() -> Result<(), String> {
     let started = Instant::now();
     dependencies_within_msrv()?;
@@ -24,7 +24,7 @@ pub(crate) fn check() -> Result<(), String> {
         &[
             "clippy",
             "-p",
-            "relock",
+            "fencelock",
             "--no-default-features",
             "--all-targets",
             "--quiet",
@@ -39,7 +39,7 @@ pub(crate) fn check() -> Result<(), String> {
         &[
             "test",
             "-p",
-            "relock",
+            "fencelock",
             "--no-default-features",
             "--lib",
             "--quiet",
@@ -53,14 +53,14 @@ pub(crate) fn check() -> Result<(), String> {
         package.extend(["-p", name]);
     }
     cargo(&package, NO_DEBUG_INFO)?;
-    unpacked_relock()?;
+    unpacked_fencelock()?;
     eprintln!("xtask: packaging checked in {:.0?}", started.elapsed());
     Ok(())
 }
 
 /// Removes the sources cargo unpacked from the local registry an earlier `cargo package` made
 /// for the published crates. Cargo never unpacks the same name and version twice, so a later
-/// packaging would otherwise verify relock-cli against relock's sources of that earlier run.
+/// packaging would otherwise verify fencelock-cli against fencelock's sources of that earlier run.
 /// Such registries have no host, so their folders under `registry/src` start with `-`; the
 /// crates.io one does not.
 fn forget_unpacked_local_crates() -> Result<(), String> {
@@ -92,17 +92,17 @@ fn forget_unpacked_local_crates() -> Result<(), String> {
     Ok(())
 }
 
-/// Unpacks the `.crate` files next to each other, in a workspace that takes relock-testkit
-/// from its `.crate` as crates.io would, and builds relock's documentation (warnings denied)
+/// Unpacks the `.crate` files next to each other, in a workspace that takes fencelock-testkit
+/// from its `.crate` as crates.io would, and builds fencelock's documentation (warnings denied)
 /// and its doctests and tests there.
-fn unpacked_relock() -> Result<(), String> {
+fn unpacked_fencelock() -> Result<(), String> {
     let packages = target_dir().join("package");
     let root = packages.join("unpacked");
     if root.exists() {
         std::fs::remove_dir_all(&root).map_err(|e| format!("cannot clear {root:?}: {e}"))?;
     }
     std::fs::create_dir_all(&root).map_err(|e| format!("cannot create {root:?}: {e}"))?;
-    for name in ["relock-testkit", "relock"] {
+    for name in ["fencelock-testkit", "fencelock"] {
         let file = packages.join(format!("{name}-{}.crate", version()));
         let status = Command::new("tar")
             .arg("-xzf")
@@ -116,8 +116,8 @@ fn unpacked_relock() -> Result<(), String> {
         }
     }
     let manifest = format!(
-        "[workspace]\nmembers = [\"relock-{v}\"]\nresolver = \"2\"\n\n\
-         [patch.crates-io]\nrelock-testkit = {{ path = \"relock-testkit-{v}\" }}\n",
+        "[workspace]\nmembers = [\"fencelock-{v}\"]\nresolver = \"2\"\n\n\
+         [patch.crates-io]\nfencelock-testkit = {{ path = \"fencelock-testkit-{v}\" }}\n",
         v = version()
     );
     std::fs::write(root.join("Cargo.toml"), manifest)
@@ -166,9 +166,9 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
-/// Fails when a dependency relock builds with (its normal dependencies, every feature on)
-/// declares a `rust-version` above relock's own. Clippy's `incompatible_msrv` lint, which
-/// reads relock's `rust-version`, covers relock's own use of the standard library; no older
+/// Fails when a dependency fencelock builds with (its normal dependencies, every feature on)
+/// declares a `rust-version` above fencelock's own. Clippy's `incompatible_msrv` lint, which
+/// reads fencelock's `rust-version`, covers fencelock's own use of the standard library; no older
 /// toolchain is needed for either.
 fn dependencies_within_msrv() -> Result<(), String> {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
@@ -192,13 +192,13 @@ fn dependencies_within_msrv() -> Result<(), String> {
         .iter()
         .filter_map(|p| Some((p["id"].as_str()?, p)))
         .collect();
-    let relock = packages
+    let fencelock = packages
         .values()
-        .find(|p| p["name"] == "relock" && p["source"].is_null())
-        .ok_or("relock is not in the workspace")?;
-    let msrv = version_of(relock).ok_or("relock declares no rust-version")?;
+        .find(|p| p["name"] == "fencelock" && p["source"].is_null())
+        .ok_or("fencelock is not in the workspace")?;
+    let msrv = version_of(fencelock).ok_or("fencelock declares no rust-version")?;
     let mut above = Vec::new();
-    for id in normal_dependencies(&metadata, relock["id"].as_str().unwrap_or_default()) {
+    for id in normal_dependencies(&metadata, fencelock["id"].as_str().unwrap_or_default()) {
         let Some(package) = packages.get(id.as_str()) else {
             continue;
         };
@@ -211,13 +211,13 @@ fn dependencies_within_msrv() -> Result<(), String> {
     }
     if above.is_empty() {
         eprintln!(
-            "xtask: every dependency of relock builds with Rust {}.{}",
+            "xtask: every dependency of fencelock builds with Rust {}.{}",
             msrv.0, msrv.1
         );
         Ok(())
     } else {
         Err(format!(
-            "relock's rust-version is {}.{}, but {}",
+            "fencelock's rust-version is {}.{}, but {}",
             msrv.0,
             msrv.1,
             above.join(", ")

@@ -25,8 +25,8 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
         return Err(
             "redis-server, PostgreSQL or libfaketime is missing and there is no apt-get here: \
              install Redis 7 (redis-server and redis-cli) on the PATH, PostgreSQL (initdb, \
-             postgres, pg_isready) on the PATH or in RELOCK_POSTGRES_BIN, and libfaketime \
-             (or name it in RELOCK_LIBFAKETIME)"
+             postgres, pg_isready) on the PATH or in FENCELOCK_POSTGRES_BIN, and libfaketime \
+             (or name it in FENCELOCK_LIBFAKETIME)"
                 .to_owned(),
         );
     }
@@ -52,8 +52,8 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
 fn servers_present() -> bool {
     on_path("redis-server")
         && on_path("redis-cli")
-        && relock_testkit::postgres_bin_dir().is_some()
-        && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("RELOCK_LIBFAKETIME").is_some())
+        && fencelock_testkit::postgres_bin_dir().is_some()
+        && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("FENCELOCK_LIBFAKETIME").is_some())
 }
 
 fn run_apt(sudo: bool, args: &[&str]) -> Result<(), String> {

@@ -1,0 +1,309 @@
+//! A worker process: from the common start time to the common end, it acquires the lock, runs a
+//! critical section that increments the protected counter by a non-atomic read-modify-write,
+//! and releases, reporting every step as an [`Event`]. The faults that happen inside a worker
+//! (kill, pause, slow section) are injected by the worker itself, in the first section it enters
+//! once the time the plan names has come, so that they land exactly where they should rather
+//! than where a signal happens to arrive.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use fencelock_testkit::process::monotonic_nanos;
+use nix::sys::signal::{raise, Signal};
+
+use crate::error::{CheckError, Result};
+use crate::event::{nanos, Event, EventLog};
+use crate::fault::Fault;
+use crate::lock::{crash, Acquired, Locker};
+use crate::resource::Resource;
+use crate::strategy::Strategy;
+
+/// What a worker is told on its command line (`fencelock-check worker ...`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The lock strategy.
+    #[arg(long)]
+    pub strategy: Strategy,
+    /// The fault of this run.
+    #[arg(long)]
+    pub fault: Fault,
+    /// The lock's servers (one, or five for RedLock).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub lock_urls: Vec<String>,
+    /// The protected resource's server.
+    #[arg(long)]
+    pub resource_url: String,
+    /// The service the sentinels monitor, when `lock_urls` are sentinels.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// The lock's name.
+    #[arg(long)]
+    pub name: String,
+    /// The lease, in milliseconds.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// How long one acquire attempt waits, in milliseconds.
+    #[arg(long)]
+    pub acquire_timeout_ms: u64,
+    /// The time between a section's read and its write, and between two sections, in
+    /// milliseconds.
+    #[arg(long)]
+    pub work_ms: u64,
+    /// When to start, in `CLOCK_MONOTONIC` nanoseconds.
+    #[arg(long)]
+    pub start_ns: u64,
+    /// When to stop taking the lock, in `CLOCK_MONOTONIC` nanoseconds.
+    #[arg(long)]
+    pub end_ns: u64,
+    /// When this worker's fault is due, in `CLOCK_MONOTONIC` nanoseconds: it lands in the first
+    /// section entered from then on.
+    #[arg(long)]
+    pub fault_at_ns: Option<u64>,
+    /// How many locks the worker takes at once, one lane each: `name`, then `name:1`, ...
+    #[arg(long, default_value_t = 1)]
+    pub lanes: usize,
+}
+
+impl WorkerArgs {
+    /// The arguments that make `fencelock-check worker` parse back into `self`.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "worker".to_owned(),
+            format!("--strategy={}", self.strategy),
+            format!("--fault={}", self.fault),
+            format!("--lock-urls={}", self.lock_urls.join(",")),
+            format!("--resource-url={}", self.resource_url),
+            format!("--name={}", self.name),
+            format!("--lease-ms={}", self.lease_ms),
+            format!("--acquire-timeout-ms={}", self.acquire_timeout_ms),
+            format!("--work-ms={}", self.work_ms),
+            format!("--start-ns={}", self.start_ns),
+            format!("--end-ns={}", self.end_ns),
+            format!("--lanes={}", self.lanes),
+        ];
+        if let Some(service) = &self.service {
+            args.push(format!("--service={service}"));
+        }
+        if let Some(at) = self.fault_at_ns {
+            args.push(format!("--fault-at-ns={at}"));
+        }
+        args
+    }
+
+    /// The lease.
+    pub(crate) fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    fn work(&self) -> Duration {
+        Duration::from_millis(self.work_ms)
+    }
+
+    /// How many lanes the worker runs: at least one.
+    pub(crate) fn lanes(&self) -> usize {
+        self.lanes.max(1)
+    }
+
+    /// The lock name of lane `lane`: the run's name for the first, so that a run of one lane
+    /// locks exactly that name.
+    pub(crate) fn lane_name(&self, lane: usize) -> String {
+        if lane == 0 {
+            self.name.clone()
+        } else {
+            format!("{}:{lane}", self.name)
+        }
+    }
+}
+
+/// The worker's planned fault, due at a time, taken by the first lane that holds the lock
+/// from then on.
+#[derive(Debug)]
+struct PlannedFault {
+    due: StdMutex<Option<u64>>,
+}
+
+impl PlannedFault {
+    /// When the fault is due, while no lane took it yet.
+    fn due(&self) -> Option<u64> {
+        self.due.lock().map_or(None, |due| *due)
+    }
+
+    /// Takes the fault for the calling lane; false when another lane took it first.
+    fn take(&self) -> bool {
+        self.due.lock().is_ok_and(|mut due| due.take().is_some())
+    }
+}
+
+/// Runs a worker to its end time on a runtime of its own, one task per lane.
+///
+/// # Errors
+///
+/// When the lock or the resource cannot be reached at the start, the resource fails later, or
+/// the checker stops reading.
+pub fn run(args: &WorkerArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(work(Arc::new(args.clone())))
+}
+
+async fn work(args: Arc<WorkerArgs>) -> Result<()> {
+    let resource = Resource::connect(&args.resource_url).await?;
+    let lockers = Locker::connect_lanes(&args).await?;
+    let fault = Arc::new(PlannedFault {
+        due: StdMutex::new(args.fault_at_ns),
+    });
+    sleep_until(args.start_ns).await;
+    let mut lanes = tokio::task::JoinSet::new();
+    for (lane, locker) in lockers.into_iter().enumerate() {
+        lanes.spawn(run_lane(
+            Arc::clone(&args),
+            lane,
+            locker,
+            resource.for_lane(lane),
+            Arc::clone(&fault),
+        ));
+    }
+    while let Some(done) = lanes.join_next().await {
+        done.map_err(|e| CheckError::Worker(format!("a lane failed: {e}")))??;
+    }
+    Ok(())
+}
+
+/// One lane's loop: acquire, critical section, release, until the end time.
+async fn run_lane(
+    args: Arc<WorkerArgs>,
+    lane: usize,
+    mut locker: Locker,
+    mut resource: Resource,
+    planned: Arc<PlannedFault>,
+) -> Result<()> {
+    let mut log = EventLog::for_lane(lane);
+    let timeout = Duration::from_millis(args.acquire_timeout_ms);
+    while monotonic_nanos() < args.end_ns {
+        let due = planned.due();
+        let fault = due
+            .filter(|&due| monotonic_nanos() >= due)
+            .map(|_| args.fault);
+        if let (Some(quiet), Some(quiet_from)) = (fault.and_then(|f| f.quiet(args.lease())), due) {
+            sleep_until(quiet_from + nanos(quiet)).await;
+        }
+        // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
+        let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
+        let asked = monotonic_nanos();
+        let (fence, shared) = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
+            Acquired::Held { fence, shared } => (fence, shared),
+            Acquired::GaveUp(reason) => {
+                log.emit(&Event::GaveUp {
+                    t: monotonic_nanos(),
+                    reason,
+                })?;
+                continue;
+            }
+        };
+        // Of the lanes that saw the fault due, the first to hold the lock injects it.
+        let fault = fault.filter(|_| planned.take());
+        log.emit(&Event::Enter {
+            t: monotonic_nanos(),
+            fence,
+            shared,
+            asked,
+        })?;
+        critical_section(&args, &mut resource, fence, shared, fault, &mut log).await?;
+        log.emit(&Event::Exit {
+            t: monotonic_nanos(),
+        })?;
+        locker.release().await;
+        tokio::time::sleep(args.work()).await;
+    }
+    Ok(())
+}
+
+/// Reads the counter, lets time pass (and the fault happen), and writes it back plus one; a
+/// shared (reader's) section only reads.
+async fn critical_section(
+    args: &WorkerArgs,
+    resource: &mut Resource,
+    fence: Option<u64>,
+    shared: bool,
+    fault: Option<Fault>,
+    log: &mut EventLog,
+) -> Result<()> {
+    let sent = monotonic_nanos();
+    let value = resource.read(fence).await?;
+    log.emit(&Event::Read {
+        sent,
+        done: monotonic_nanos(),
+        value,
+    })?;
+    // A refused read means a later holder has been here: this one's turn is over.
+    let Some(value) = value else { return Ok(()) };
+    match fault {
+        Some(Fault::Kill) if args.strategy != Strategy::SetnxExpire => crash(log)?,
+        Some(Fault::Pause) => {
+            log.emit(&Event::Pause {
+                t: monotonic_nanos(),
+            })?;
+            // Every thread stops, the lease renewal included, until the checker sends SIGCONT.
+            raise(Signal::SIGSTOP)?;
+        }
+        Some(Fault::Slow) => {
+            log.emit(&Event::Slow {
+                t: monotonic_nanos(),
+            })?;
+            tokio::time::sleep(args.lease() * 5 / 2).await;
+        }
+        Some(Fault::Partition) => {
+            log.emit(&Event::Cut {
+                t: monotonic_nanos(),
+            })?;
+            // The checker cuts the link on this line and heals it after 2.5 leases; the
+            // section goes on meanwhile, without renewals.
+            tokio::time::sleep(args.lease() * 5 / 2).await;
+        }
+        // Part of a server fault's scenario rather than a fault of its own: a holder that stays
+        // inside, within its lease, while the servers fail.
+        Some(
+            Fault::Restart
+            | Fault::RestartAof
+            | Fault::MinorityKill
+            | Fault::MinorityPause
+            | Fault::MinorityRestart
+            | Fault::Failover
+            | Fault::EvictVolatile
+            | Fault::EvictAllKeys
+            | Fault::MemoryFull
+            | Fault::ClusterFailover
+            | Fault::ClusterKillMaster
+            | Fault::SlotMigration
+            | Fault::ClockForward
+            | Fault::ClockForwardLease
+            | Fault::ClockForwardMemory
+            | Fault::ClockBack
+            | Fault::ClockBackLease
+            | Fault::ClockBackMemory
+            | Fault::ClockFast2x
+            | Fault::ClockFast4x,
+        ) => tokio::time::sleep(args.lease() * 4 / 5).await,
+        _ => {}
+    }
+    tokio::time::sleep(args.work()).await;
+    if shared {
+        return Ok(());
+    }
+    let sent = monotonic_nanos();
+    let accepted = resource.write(fence, value + 1).await?;
+    log.emit(&Event::Write {
+        sent,
+        done: monotonic_nanos(),
+        accepted,
+    })?;
+    Ok(())
+}
+
+async fn sleep_until(monotonic: u64) {
+    let now = monotonic_nanos();
+    if monotonic > now {
+        tokio::time::sleep(Duration::from_nanos(monotonic - now)).await;
+    }
+}

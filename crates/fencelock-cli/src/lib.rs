@@ -1,0 +1,629 @@
+//! The `fencelock` command: run a command while holding a distributed lock on Redis, and inspect
+//! or release locks. The binary's `main` only calls [`main`]; everything else is here, on top of
+//! the `fencelock` library.
+//!
+//! ```text
+//! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
+//!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
+//!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
+//! fencelock hold NAME [the same lock flags as run]
+//! fencelock status [PATTERN] [--json]
+//! fencelock unlock NAME --force
+//! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
+//! fencelock leader NAME [--watch] [--json]
+//! ```
+//!
+//! Redis is found from `--redis URL`, else `REDIS_URL`, else `redis://127.0.0.1:6379`;
+//! `rediss://` and `redis://user:password@host` work. `--redlock URL,URL,...` holds mutexes on
+//! a majority of independent masters instead, `--cluster URL,URL,...` uses a Redis Cluster and
+//! `--sentinel URL,... --service NAME` the master a Sentinel deployment names. Exit codes are
+//! in [`exit`].
+
+pub mod exit;
+
+mod config;
+mod duration;
+mod elect;
+mod lock;
+mod output;
+mod run;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use fencelock::{Client, ClientOptions, SentinelOptions};
+
+pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
+pub use duration::{parse_duration, DurationError};
+pub use elect::ElectPlan;
+pub use lock::{Wait, Want};
+
+const EXAMPLES: &str = "\
+Examples:
+  fencelock run nightly-report -- ./report.sh --date today
+  fencelock run -n --lease 1m backup pg_dump -f /backups/db.sql mydb
+  fencelock run -n -q --hold-at-least 5m cron:cleanup ./cleanup.sh
+  fencelock hold deploy
+  fencelock run --semaphore 4 uploads -- ./upload.sh
+  fencelock status
+  fencelock status 'backup*' --json
+  fencelock unlock nightly-report --force
+  fencelock elect scheduler -- ./run-scheduler
+  fencelock leader scheduler --watch
+  fencelock --redlock redis://a:6379,redis://b:6379,redis://c:6379 run report -- ./report.sh
+  fencelock --cluster redis://node1:6379,redis://node2:6379 run --fair printer -- lp report.pdf
+  fencelock --sentinel redis://s1:26379,redis://s2:26379 --service orders run report -- ./report.sh";
+
+/// Distributed locks on Redis, for shell scripts and cron jobs.
+#[derive(Debug, Parser)]
+#[command(name = "fencelock", version, about, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Redis to use.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis: String,
+    /// Independent Redis masters for RedLock (comma-separated or repeated; 3 or 5): a lock is
+    /// held when a majority granted it. Only mutexes (`run` without a kind flag).
+    #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
+    redlock: Vec<String>,
+    /// Nodes of a Redis Cluster (comma-separated or repeated; one that answers is enough):
+    /// every kind of lock runs on the master of its name's slot.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        conflicts_with = "redlock"
+    )]
+    cluster: Vec<String>,
+    /// Sentinels of a Redis Sentinel deployment (comma-separated or repeated), with
+    /// --service: locks run on the master they name, followed across failovers.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        requires = "service",
+        conflicts_with_all = ["redlock", "cluster"]
+    )]
+    sentinel: Vec<String>,
+    /// The name the sentinels monitor the master under (with --sentinel).
+    #[arg(long, global = true, value_name = "NAME", requires = "sentinel")]
+    service: Option<String>,
+    /// Namespace of the lock keys; must match the programs you coordinate with.
+    #[arg(long, global = true, default_value = "fencelock:")]
+    prefix: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding a lock; release it when the command exits.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Hold a lock without a command: print its fence, hold it until standard input closes
+    /// or a signal comes, then release it (to bracket several steps of a shell script).
+    #[command(after_help = HOLD_HELP)]
+    Hold(HoldArgs),
+    /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
+    #[command(after_help = STATUS_HELP)]
+    Status(StatusArgs),
+    /// Release the locks under a name whoever holds them (for holders known to be gone).
+    #[command(after_help = UNLOCK_HELP)]
+    Unlock(UnlockArgs),
+    /// Run a command whenever this instance leads an election; campaign again when it stops.
+    #[command(after_help = elect::ELECT_HELP)]
+    Elect(elect::ElectArgs),
+    /// Print who leads an election, and with --watch each change.
+    #[command(after_help = elect::LEADER_HELP)]
+    Leader(elect::LeaderArgs),
+}
+
+const RUN_HELP: &str = "\
+The lock is a mutex unless one of --semaphore, --read, --write or --fair says otherwise; each
+kind has its own keys, so a mutex and a semaphore of one name do not exclude each other. A
+semaphore's total is stored in Redis by the first run that finds none, and that stored total
+rules for every run until it expires; give every run of a name the same N (a run whose N
+differs prints a warning once it holds its permits).
+
+The lock's lease is renewed while the command runs. The command gets FENCELOCK_NAME and
+FENCELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be
+refused). If the lock is lost (Redis unreachable past the lease, or the lock removed), the
+command's process group gets SIGTERM, then SIGKILL after --kill-grace, and fencelock exits 75.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencelock are passed to the command; the lock is
+released when it exits. fencelock exits with the command's code (128+N if killed by signal N).
+While it waits, fencelock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
+when there is no --wait), then exits 69.
+
+Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
+74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.
+-E N replaces 73 and 74.
+
+Examples:
+  fencelock run lottery ./draw-winners.sh
+  fencelock run -n -q -E 0 --hold-at-least 5m cron:cleanup ./cleanup.sh
+  fencelock run -w 1.5 -s catalog ./export-catalog
+  fencelock run --wait 30s --lease 2m reindex -- ./reindex --full
+  fencelock run --no-wait cron:cleanup -- sh -c 'cleanup && notify'
+  fencelock run --semaphore 3 --permits 2 render -- ./render --threads 8
+  fencelock run --read catalog -- ./export-catalog
+  fencelock run --write catalog -- ./import-catalog
+  fencelock run --fair --wait 10m printer -- lp report.pdf";
+
+const HOLD_HELP: &str = "\
+Takes the lock as `run` does (the same flags), prints its fencing token on a line of its own
+on standard output, and holds it, renewing its lease, until standard input reaches its end or
+fencelock gets SIGINT, SIGTERM, SIGHUP or SIGQUIT; then releases it and exits 0. It exits 75 if
+the lock is lost meanwhile. Standard input is read and thrown away: keep it open for as long
+as the lock is to be held (a shell started in the background reads /dev/null, which ends at
+once).
+
+Examples:
+  coproc fencelock hold deploy; read -r fence <&\"${COPROC[0]}\"
+  ./step-one --fence \"$fence\" && ./step-two --fence \"$fence\"
+  exec {COPROC[1]}>&-; wait \"$COPROC_PID\"";
+
+const STATUS_HELP: &str = "\
+PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
+Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOLDER is the
+holder's host/pid (a read-write lock's holder id), every grant's for a semaphore. HELD is the
+holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
+the holds. WAITING counts the clients (usually processes) waiting for a release, and the
+waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's
+writers waiting first. With --json, a failure is reported on standard error as one JSON
+object too: {\"error\": \"...\", \"exit_code\": N}.
+
+Examples:
+  fencelock status
+  fencelock status 'nightly-*' --json | jq '.[].holder'";
+
+const UNLOCK_HELP: &str = "\
+Releases the locks of every kind held under NAME and wakes their waiters; the fence sequence,
+a fair mutex's line and a semaphore's total are kept. Prints what it removed, or exits 78 when
+nothing was held. A holder that is still alive
+learns at its next renewal that it lost the lock.
+
+Examples:
+  fencelock unlock nightly-report --force";
+
+/// What `run` and `hold` share: the lock to take and how.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("primitive").args(["semaphore", "read", "write", "fair"])))]
+struct LockArgs {
+    /// The lock's name.
+    name: String,
+    /// Take permits of a semaphore of N permits in all instead of a mutex: up to N runs at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    semaphore: Option<u32>,
+    /// With --semaphore: how many permits this run takes.
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 1,
+        requires = "semaphore",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    permits: u32,
+    /// Take a read hold of a read-write lock: runs alongside other readers, never a writer
+    /// (-s, shared, as flock's).
+    #[arg(long, short = 's', visible_alias = "shared")]
+    read: bool,
+    /// Take the write hold of a read-write lock: runs alone; waiting writers go before new
+    /// readers (-x, exclusive, as flock's; it excludes -s runs, not plain mutex runs).
+    #[arg(long, short = 'x', visible_alias = "exclusive")]
+    write: bool,
+    /// Take a fair mutex: waiting runs get it in the order they asked for it.
+    #[arg(long)]
+    fair: bool,
+    /// Lease of the lock: how long it outlives fencelock if fencelock dies (renewed every third).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    lease: Duration,
+    /// Wait at most this long for the lock (default: wait as long as it takes). A bare
+    /// number is seconds: -w 1.5.
+    #[arg(long, short = 'w', value_name = "DURATION", value_parser = parse_duration, conflicts_with = "no_wait")]
+    wait: Option<Duration>,
+    /// Do not wait: exit 73 at once if the lock is held, saying by whom.
+    #[arg(long, short = 'n')]
+    no_wait: bool,
+    /// The exit code when the lock is busy (held with -n, or -w ran out), instead of 73 or 74.
+    #[arg(long, short = 'E', value_name = "N")]
+    conflict_exit_code: Option<u8>,
+    /// Say nothing when the lock is busy (cron then mails no skipped run); other errors are
+    /// still printed.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// While waiting, say on standard error every few seconds who holds the lock, how many
+    /// wait and for how long this run has waited.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+    /// Keep the lock at least this long after it was taken, even when the command ends
+    /// sooner: a run that starts shortly after another ended finds it still held (cron jobs
+    /// whose instances start seconds apart).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    hold_at_least: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    lock: LockArgs,
+    /// After a lost lock, how long the command has to stop after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    kill_grace: Duration,
+    /// The command and its arguments; `--` before it is needed only when the command starts
+    /// with `-`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct HoldArgs {
+    #[command(flatten)]
+    lock: LockArgs,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// Glob over lock names.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Print JSON (an array of objects) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct UnlockArgs {
+    /// The lock's name.
+    name: String,
+    /// Required: this releases a lock someone else holds.
+    #[arg(long)]
+    force: bool,
+}
+
+/// A failure, with the exit code it maps to and the one-line message to print.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    /// What to print; nothing for a busy lock under `--quiet`.
+    message: Option<String>,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: Some(message.into()),
+        }
+    }
+
+    /// A failure that prints nothing.
+    fn silent(code: u8) -> Self {
+        Failure {
+            code,
+            message: None,
+        }
+    }
+
+    /// The process exit code.
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// `err` met talking to Redis at `target`, with a message that names where that is.
+    fn at(target: &Target, err: fencelock::Error) -> Self {
+        let failure = Failure::from(err);
+        let said = failure.message.unwrap_or_default();
+        let message = format!("cannot use Redis at {target}: {said}");
+        Failure::new(failure.code, message)
+    }
+
+    /// Prints the message on standard error: a line of text, or for a command asked for
+    /// JSON, one JSON object `{"error": message, "exit_code": code}`.
+    fn print(&self, json: bool) {
+        let Some(message) = &self.message else {
+            return;
+        };
+        if json {
+            let error = serde_json::json!({ "error": message, "exit_code": self.code });
+            eprintln!("{error}");
+        } else {
+            eprintln!("fencelock: {message}");
+        }
+    }
+}
+
+impl From<fencelock::Error> for Failure {
+    fn from(err: fencelock::Error) -> Self {
+        use fencelock::Error as E;
+        let code = match &err {
+            E::InvalidName { .. }
+            | E::InvalidOption { .. }
+            | E::Unsupported { .. }
+            | E::UnsupportedServer { .. } => exit::USAGE,
+            E::Held { .. } => exit::HELD,
+            E::Timeout { .. } => exit::TIMEOUT,
+            E::NotHeld { .. } => exit::LOST,
+            _ if err.is_auth_failure() => exit::NOPERM,
+            _ if err.is_bad_target() => exit::USAGE,
+            _ if err.is_unavailable() => exit::UNAVAILABLE,
+            _ => exit::SOFTWARE,
+        };
+        Failure::new(code, err.to_string())
+    }
+}
+
+/// Parses the command line, runs the command, prints a one-line message on failure, and
+/// returns the exit code.
+pub fn main() -> ExitCode {
+    let config = match Config::from_args(std::env::args_os()) {
+        Ok(config) => config,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("fencelock: cannot start: {e}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    let json = matches!(
+        config.action,
+        Action::Status { json: true, .. } | Action::Leader { json: true, .. }
+    );
+    match runtime.block_on(dispatch(config)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            failure.print(json);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn dispatch(config: Config) -> Result<u8, Failure> {
+    let client = connect(&config.target, config.options).await?;
+    let outcome = match config.action {
+        Action::Run(plan) => run::run(&client, &config.target, plan).await,
+        Action::Hold(plan) => run::hold(&client, &config.target, plan).await,
+        Action::Status { pattern, json } => status(&client, &pattern, json).await,
+        Action::Unlock { name } => unlock(&client, &name).await,
+        Action::Elect(plan) => elect::elect(&client, &config.target, plan).await,
+        Action::Leader { name, watch, json } => {
+            let args = elect::LeaderArgs { name, watch, json };
+            elect::leader(&client, &config.target, args).await
+        }
+    };
+    // A guard an error path dropped only queued its release, and the runtime ends when this
+    // returns: the shutdown gives back whatever is still held (a leadership is resigned).
+    // The outcome is the action's.
+    if let Err(e) = client.shutdown().await {
+        eprintln!("fencelock: {e}");
+    }
+    outcome
+}
+
+async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
+    let options = options.holder_label(holder_label());
+    let client = match target {
+        Target::Single(url) => Client::connect_with_options(url.as_str(), options).await,
+        Target::RedLock(masters) => {
+            Client::connect_redlock_with_options(masters.iter().map(String::as_str), options).await
+        }
+        Target::Cluster(nodes) => {
+            Client::connect_cluster_with_options(nodes.iter().map(String::as_str), options).await
+        }
+        Target::Sentinel { sentinels, service } => {
+            Client::connect_sentinel_with_options(
+                sentinels.iter().map(String::as_str),
+                service,
+                SentinelOptions::default(),
+                options,
+            )
+            .await
+        }
+    };
+    client.map_err(|e| {
+        let hint = if e.is_bad_target() {
+            " (expected redis://host:port, rediss://host:port for TLS, or redis+unix:///path)"
+        } else {
+            ""
+        };
+        let failure = Failure::at(target, e);
+        let said = failure.message.unwrap_or_default();
+        Failure::new(failure.code, format!("{said}{hint}"))
+    })
+}
+
+/// `host/pid`, shown to operators as the holder of this process's locks.
+fn holder_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().replace(':', "_"))
+        .unwrap_or_else(|_| "unknown-host".to_owned());
+    let mut label = format!("{host}/{}", std::process::id());
+    label.truncate(128);
+    label
+}
+
+async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failure> {
+    let locks = client.locks(pattern).await?;
+    let text = if json {
+        output::json(&locks)
+    } else {
+        output::table(&locks)
+    };
+    output::print(&text);
+    Ok(exit::SUCCESS)
+}
+
+async fn unlock(client: &Client, name: &str) -> Result<u8, Failure> {
+    let removed = client.force_unlock(name).await?;
+    if removed.is_empty() {
+        return Err(Failure::new(
+            exit::NOT_HELD,
+            format!("no lock named {name:?} is held"),
+        ));
+    }
+    let mut said = String::new();
+    for info in &removed {
+        said.push_str(&format!("removed {}\n", output::describe(info)));
+    }
+    output::print(&said);
+    Ok(exit::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_reads_as_documented() {
+        let cli = Cli::try_parse_from([
+            "fencelock",
+            "run",
+            "job",
+            "--no-wait",
+            "--lease",
+            "1m",
+            "--",
+            "echo",
+            "--lease",
+        ])
+        .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("run")
+        };
+        assert_eq!(run.command, ["echo", "--lease"]);
+        assert_eq!(run.lock.lease, Duration::from_secs(60));
+        assert!(run.lock.no_wait);
+        assert!(Cli::try_parse_from([
+            "fencelock",
+            "run",
+            "job",
+            "--wait",
+            "1s",
+            "--no-wait",
+            "--",
+            "x"
+        ])
+        .is_err());
+        assert!(
+            Cli::try_parse_from(["fencelock", "run", "job", "--lease", "1m30", "--", "x"]).is_err()
+        );
+        assert!(Cli::try_parse_from(["fencelock", "run", "job"]).is_err());
+    }
+
+    fn plan(args: &[&str]) -> Result<RunPlan, clap::Error> {
+        let line = ["fencelock", "run"].iter().chain(args);
+        match Config::from_args(line)?.action {
+            Action::Run(plan) => Ok(plan),
+            other => panic!("run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn short_flags_read_as_flock_s() {
+        let short = plan(&["-n", "-q", "-E", "0", "job", "true"]).expect("short flags");
+        assert_eq!(short.lock.wait, Wait::No);
+        assert_eq!(
+            short.lock.busy,
+            Busy {
+                exit_code: Some(0),
+                quiet: true
+            }
+        );
+        let waiting = plan(&["-w", "1.5", "-s", "-v", "job", "true"]).expect("-w -s");
+        assert_eq!(waiting.lock.wait, Wait::AtMost(Duration::from_millis(1500)));
+        assert_eq!(waiting.lock.want, Want::Read);
+        assert!(waiting.lock.verbose);
+        assert_eq!(
+            plan(&["-x", "job", "true"]).expect("-x").lock.want,
+            Want::Write
+        );
+        assert!(plan(&["-s", "-x", "job", "true"]).is_err());
+        assert!(plan(&["-n", "-w", "1", "job", "true"]).is_err());
+        assert!(plan(&["-E", "256", "job", "true"]).is_err());
+    }
+
+    #[test]
+    fn the_command_needs_no_double_dash() {
+        let bare = plan(&["job", "echo", "--lease", "-n"]).expect("bare command");
+        assert_eq!(bare.command, ["echo", "--lease", "-n"]);
+        assert_eq!(bare.lock.name, "job");
+        assert_eq!(bare.lock.wait, Wait::Forever);
+        let dashed = plan(&["job", "--", "-weird-program"]).expect("after --");
+        assert_eq!(dashed.command, ["-weird-program"]);
+        let held = plan(&["--hold-at-least", "5m", "job", "true"]).expect("hold at least");
+        assert_eq!(held.lock.hold_at_least, Some(Duration::from_secs(300)));
+        assert!(plan(&["job", "--bogus"]).is_err());
+        assert!(plan(&["job"]).is_err());
+    }
+
+    #[test]
+    fn hold_takes_the_lock_flags_and_no_command() {
+        let config = Config::from_args(["fencelock", "hold", "-n", "-s", "deploy"]).expect("hold");
+        let Action::Hold(plan) = config.action else {
+            panic!("hold")
+        };
+        assert_eq!((plan.want, plan.wait), (Want::Read, Wait::No));
+        assert!(Config::from_args(["fencelock", "hold", "deploy", "true"]).is_err());
+    }
+
+    fn want(args: &[&str]) -> Result<Want, clap::Error> {
+        let mut line = vec!["fencelock", "run"];
+        line.extend_from_slice(args);
+        line.extend_from_slice(&["--", "true"]);
+        match Config::from_args(line)?.action {
+            Action::Run(plan) => Ok(plan.lock.want),
+            other => panic!("run, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_kind_of_lock_per_run() {
+        assert_eq!(want(&["job"]).expect("mutex"), Want::Mutex);
+        assert_eq!(
+            want(&["--semaphore", "3", "job"]).expect("semaphore"),
+            Want::Semaphore {
+                total: 3,
+                permits: 1
+            }
+        );
+        assert_eq!(
+            want(&["job", "--semaphore", "3", "--permits", "2"]).expect("permits"),
+            Want::Semaphore {
+                total: 3,
+                permits: 2
+            }
+        );
+        assert_eq!(want(&["--read", "job"]).expect("read"), Want::Read);
+        assert_eq!(want(&["--write", "job"]).expect("write"), Want::Write);
+        assert_eq!(want(&["--fair", "job"]).expect("fair"), Want::Fair);
+        for conflicting in [
+            &["--read", "--write", "job"][..],
+            &["--fair", "--semaphore", "2", "job"],
+            &["--read", "--fair", "job"],
+            &["--permits", "2", "job"],
+            &["--semaphore", "0", "job"],
+            &["--semaphore", "2", "--permits", "0", "job"],
+        ] {
+            assert!(want(conflicting).is_err(), "{conflicting:?}");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+// Every long-form doc is read after docs/rustdoc-links.md. The first definition of a link
+// wins, so rustdoc resolves [`Mutex`] and the like as intra-doc links, while GitHub, which
+// shows the .md file alone, follows the docs.rs links defined at the file's end.
+#![doc = include_str!("../docs/rustdoc-links.md")]
+#![doc = include_str!("../docs/guide.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+mod check;
+mod client;
+mod connect;
+mod election;
+mod error;
+mod fair;
+// Only for the fuzz targets and their replay (crates/fencelock-fuzz); not part of the API. Always
+// built rather than behind a feature, so that it is no option a user sees, and rather than
+// behind a `--cfg`, so that the test suite's replay of the fuzz targets shares the build of
+// every other test instead of compiling the dependency tree a second time.
+#[doc(hidden)]
+pub mod fuzzing;
+mod grant;
+mod guard;
+mod holds;
+mod inspect;
+mod keeper;
+mod keys;
+mod lease;
+mod multi;
+mod mutex;
+mod notify;
+mod observe;
+mod options;
+mod quorum;
+mod race;
+mod redlock;
+mod reentrant;
+mod rwlock;
+mod scripts;
+mod semaphore;
+mod shared;
+mod token;
+mod transport;
+
+pub use check::DeploymentWarning;
+pub use client::Client;
+pub use election::{Election, Leader, LeaderWatch, Leadership};
+pub use error::{Error, Optional, Result};
+pub use fair::{FairMutex, FairMutexGuard};
+pub use inspect::{LockInfo, LockKind};
+pub use keys::MAX_NAME_LEN;
+pub use lease::Lost;
+pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
+pub use mutex::{Mutex, MutexGuard};
+pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
+pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
+pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
+pub use token::Fence;
+pub use transport::sentinel::SentinelOptions;
+
+/// Long-form documentation that belongs to no single type.
+pub mod topics {
+    /// TLS, an ACL user with only the commands fencelock sends, and how tokens, names and
+    /// scripts are kept apart.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/security.md")]
+    pub mod security {}
+
+    /// Leader election: when to use it instead of a mutex, what a leader is guaranteed (with
+    /// its fence), the settings and their trade-offs, and what it costs.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/election.md")]
+    pub mod election {}
+
+    /// Bad input and faults, each with its outcome and the test that checks it.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/faults.md")]
+    pub mod faults {}
+
+    /// Spans and metrics of the `tracing` and `metrics` features: what each means, its labels
+    /// and units, how to wire them up and what to alert on.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/observability.md")]
+    pub mod observability {}
+
+    /// The wire protocol: each primitive's keys and values, which script does what, why it is
+    /// safe, and the choices behind it.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/design.md")]
+    pub mod design {}
+
+    /// Running fencelock in production: sizing a lease, fencing writes to a database, and
+    /// Kubernetes (termination, CronJobs, the pod name as holder label), with the examples
+    /// that show each.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/production.md")]
+    pub mod production {}
+}
+
+#[cfg(test)]
+mod tests {
+    fn is_error<T: std::error::Error + Send + Sync + 'static>() {}
+    fn is_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        is_error::<crate::Error>();
+        is_send_sync::<crate::Client>();
+        is_send_sync::<crate::Mutex>();
+        is_send_sync::<crate::MutexGuard>();
+        is_send_sync::<crate::SentinelOptions>();
+        is_send_sync::<crate::Election>();
+        is_send_sync::<crate::Leadership>();
+        is_send_sync::<crate::LeaderWatch>();
+    }
+}

@@ -1,0 +1,322 @@
+//! Hand-offs between waiting processes, for the locks whose releases wake one chosen waiter
+//! (the fair mutex, and the mutex): the orchestrator holds the lock while worker processes
+//! queue up, releases it, and counts the script calls of the whole chain of hand-offs.
+
+use std::time::{Duration, Instant};
+
+use fencelock::{Client, ClientOptions, Lease, MutexOptions};
+use fencelock_testkit::process::{
+    env_parse, env_var, monotonic_nanos, say, start_barrier, Workers, DONE, GO, READY,
+};
+use fencelock_testkit::{check_no_overlap, RedisServer};
+
+use super::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
+
+/// The worker role that waits for its turns (see [`waiter_worker`]).
+pub const WAITER: &str = "waiter";
+/// Which lock the waiters take: `fair` or `mutex`.
+const KIND_ENV: &str = "FENCELOCK_TEST_LOCK_KIND";
+const LOCK: &str = "turns";
+
+const STARTUP_LIMIT: Duration = Duration::from_secs(30);
+const WORKLOAD_LIMIT: Duration = Duration::from_secs(30);
+/// Long enough that no waiter retries on its timer during a scenario: every script call
+/// counted belongs to a hand-off.
+const WAKE_FALLBACK: Duration = Duration::from_secs(20);
+/// How long each worker holds the lock.
+const HOLD: Duration = Duration::from_millis(5);
+
+/// The lock the waiters queue for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Fair,
+    Mutex,
+}
+
+impl Kind {
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Fair => "fair",
+            Kind::Mutex => "mutex",
+        }
+    }
+
+    fn from_env() -> Kind {
+        match env_var(KIND_ENV).as_str() {
+            "fair" => Kind::Fair,
+            "mutex" => Kind::Mutex,
+            other => panic!("unknown lock kind {other:?}"),
+        }
+    }
+
+    /// The key that lists the waiters with a place.
+    fn waiters_key(self) -> &'static str {
+        match self {
+            Kind::Fair => "fencelock:{turns}:fair-line",
+            Kind::Mutex => "fencelock:{turns}:mutex-waiters",
+        }
+    }
+
+    /// Takes `name`, waiting for it.
+    async fn lock(self, client: &Client, name: &str) -> Guard {
+        match self {
+            Kind::Fair => Guard::Fair(
+                client
+                    .fair_mutex_with_options(name, options())
+                    .expect("valid lock")
+                    .lock()
+                    .await
+                    .expect("lock"),
+            ),
+            Kind::Mutex => Guard::Mutex(
+                client
+                    .mutex_with_options(name, options())
+                    .expect("valid lock")
+                    .lock()
+                    .await
+                    .expect("lock"),
+            ),
+        }
+    }
+}
+
+enum Guard {
+    Fair(fencelock::FairMutexGuard),
+    Mutex(fencelock::MutexGuard),
+}
+
+impl Guard {
+    async fn unlock(self) {
+        let unlocked = match self {
+            Guard::Fair(guard) => guard.unlock().await,
+            Guard::Mutex(guard) => guard.unlock().await,
+        };
+        unlocked.expect("unlock: the lock was held all along");
+    }
+}
+
+fn options() -> MutexOptions {
+    MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(30)))
+}
+
+fn client_options() -> ClientOptions {
+    ClientOptions::default().wake_fallback(WAKE_FALLBACK)
+}
+
+/// With 6 waiting processes, then 24 waiters (4 processes × 6 tasks), every hand-off must cost
+/// about two script calls (the release, and the chosen waiter's attempt): a release that woke
+/// more than one waiter would add refused attempts per hand-off, more the more wait.
+pub fn one_wake_up_per_hand_off(kind: Kind) {
+    let mut per_hand_off = Vec::new();
+    for (processes, tasks) in [(6, 1), (4, 6)] {
+        let server = RedisServer::start();
+        let run = run_line(kind, &server, processes, tasks, Arrival::AllAtOnce);
+        let ratio = run.calls as f64 / run.hand_offs as f64;
+        println!(
+            "    {} waiters ({processes} processes × {tasks} tasks): {} script calls for {} \
+             hand-offs, {ratio:.2} each, in {:.2?}",
+            processes * tasks,
+            run.calls,
+            run.hand_offs,
+            run.elapsed
+        );
+        assert!(
+            run.calls <= 2 * run.hand_offs + 2,
+            "{} script calls for {} hand-offs: releases wake more than one waiter",
+            run.calls,
+            run.hand_offs
+        );
+        per_hand_off.push(ratio);
+    }
+    assert!(
+        per_hand_off[1] <= per_hand_off[0] + 0.25,
+        "more waiters cost more per hand-off: {per_hand_off:?}"
+    );
+}
+
+pub enum Arrival {
+    /// Each worker joins the line only once the one before it is in it.
+    OneByOne,
+    /// Every worker starts at once.
+    AllAtOnce,
+}
+
+/// One turn at the lock: which worker had it, from when to when (monotonic nanoseconds).
+pub struct Section {
+    pub worker: usize,
+    pub enter: u64,
+    pub exit: u64,
+}
+
+pub struct LineRun {
+    /// Sorted by entry.
+    pub sections: Vec<Section>,
+    /// Script calls from the orchestrator's release to the last worker's release.
+    pub calls: u64,
+    /// Turns handed from one holder to the next: one per waiter.
+    pub hand_offs: u64,
+    pub elapsed: Duration,
+}
+
+/// Holds the `kind` lock while `processes` workers of `tasks` tasks each join the line, then releases
+/// it and collects every worker's turn.
+pub fn run_line(
+    kind: Kind,
+    server: &RedisServer,
+    processes: usize,
+    tasks: usize,
+    arrival: Arrival,
+) -> LineRun {
+    let url = server.url();
+    let envs = [
+        (URL_ENV, url.clone()),
+        (TASKS_ENV, tasks.to_string()),
+        (KIND_ENV, kind.code().to_owned()),
+    ];
+    let mut workers = Workers::spawn(WAITER, processes, &envs);
+    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
+    let waiters = processes * tasks;
+
+    let runtime = runtime();
+    let client = runtime.block_on(async {
+        Client::connect_with_options(url.as_str(), client_options())
+            .await
+            .expect("the orchestrator connects to redis")
+    });
+    let guard = runtime.block_on(async {
+        // Load every script before counting: a server's first call of a script costs an extra
+        // failed EVALSHA (NOSCRIPT) before it is loaded.
+        kind.lock(&client, "warm").await.unlock().await;
+        kind.lock(&client, LOCK).await
+    });
+    match arrival {
+        Arrival::OneByOne => {
+            for i in 0..processes {
+                workers.send(i, GO);
+                line_reaches(kind, server, (i + 1) * tasks);
+            }
+        }
+        Arrival::AllAtOnce => {
+            workers.broadcast(GO);
+            line_reaches(kind, server, waiters);
+        }
+    }
+    // Each waiter tries once more after subscribing; let those attempts finish first.
+    calls_settle(server);
+
+    let calls_before = command_calls(server, "evalsha");
+    let started = Instant::now();
+    runtime.block_on(guard.unlock());
+    let deadline = started + WORKLOAD_LIMIT;
+    let mut sections = Vec::with_capacity(waiters);
+    // Every worker must report its turns and then `DONE`.
+    workers.collect_until(DONE, deadline, |i, line| {
+        sections.push(parse_section(i, &line));
+    });
+    let elapsed = started.elapsed();
+    workers.reap_all_successful(deadline);
+    let calls = command_calls(server, "evalsha") - calls_before;
+    assert_eq!(sections.len(), waiters, "every waiter had its turn");
+
+    let mut intervals: Vec<(u64, u64)> = sections.iter().map(|s| (s.enter, s.exit)).collect();
+    if let Err(overlap) = check_no_overlap(&mut intervals) {
+        panic!("two holders of the {kind:?} lock at once: {overlap}");
+    }
+    sections.sort_by_key(|s| s.enter);
+    LineRun {
+        sections,
+        calls,
+        hand_offs: u64::try_from(waiters).expect("a count"),
+        elapsed,
+    }
+}
+
+fn line_len(kind: Kind, server: &RedisServer) -> usize {
+    server
+        .cli(&["ZCARD", kind.waiters_key()])
+        .trim()
+        .parse()
+        .expect("ZCARD")
+}
+
+/// Polls until `len` waiters have a place.
+fn line_reaches(kind: Kind, server: &RedisServer, len: usize) {
+    let deadline = Instant::now() + STARTUP_LIMIT;
+    while line_len(kind, server) != len {
+        assert!(
+            Instant::now() < deadline,
+            "the line stays at {} waiters, expected {len}",
+            line_len(kind, server)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until no script call has come for 200 ms, for at most 5 s.
+fn calls_settle(server: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = command_calls(server, "evalsha");
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = command_calls(server, "evalsha");
+        if now == last {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiters keep calling scripts"
+        );
+        last = now;
+    }
+}
+
+fn parse_section(worker: usize, line: &str) -> Section {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let parsed = match fields.as_slice() {
+        ["T", enter, exit] => enter.parse().ok().zip(exit.parse().ok()),
+        _ => None,
+    };
+    let (enter, exit) =
+        parsed.unwrap_or_else(|| panic!("worker {worker} printed {line:?}, not `T ENTER EXIT`"));
+    Section {
+        worker,
+        enter,
+        exit,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker
+// ---------------------------------------------------------------------------------------------
+
+/// Connects, reports `READY`, waits for `GO`, then runs `TASKS_ENV` tasks that each wait for
+/// the lock once, hold the lock briefly and print their turn as `T ENTER EXIT` (monotonic
+/// nanoseconds); then prints `DONE`.
+pub fn waiter_worker() {
+    let url = env_var(URL_ENV);
+    let tasks: usize = env_parse(TASKS_ENV);
+    let kind = Kind::from_env();
+    let runtime = runtime();
+    let client = runtime.block_on(async {
+        Client::connect_with_options(url.as_str(), client_options())
+            .await
+            .expect("the worker connects to redis")
+    });
+    start_barrier();
+    runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let client = client.clone();
+            set.spawn(async move {
+                let guard = kind.lock(&client, LOCK).await;
+                let enter = monotonic_nanos();
+                tokio::time::sleep(HOLD).await;
+                let exit = monotonic_nanos();
+                guard.unlock().await;
+                say(&format!("T {enter} {exit}"));
+            });
+        }
+        join_within(set, WORKLOAD_LIMIT).await;
+    });
+    say(DONE);
+}
