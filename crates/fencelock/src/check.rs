@@ -103,7 +103,7 @@ impl Client {
             .arg("GET")
             .arg("appendonly")
             .query_async::<(Vec<(String, String)>, Vec<(String, String)>)>(
-                &mut self.shared.conn.clone(),
+                &mut self.shared.nodes.first().clone(),
             )
             .await;
         let mut found = self.version_warnings();
@@ -121,7 +121,7 @@ impl Client {
 
     /// What the server read at connect lacks.
     fn version_warnings(&self) -> Vec<DeploymentWarning> {
-        let conn = &self.shared.conn;
+        let conn = self.shared.nodes.first();
         match &self.shared.server {
             Some(server) if conn.is_sharded() && !conn.announces_sharded() => {
                 vec![DeploymentWarning::BroadcastReleases {

@@ -73,5 +73,5 @@ pub fn drift_margin(options: &ClientOptions, lease: Duration) -> Duration {
 
 /// The check a semaphore makes on a count of permits, its total or a request.
 pub fn check_permits(permits: u32) -> Result<()> {
-    crate::semaphore::check_count(permits)
+    crate::kinds::semaphore::check_count(permits)
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod conn;
+pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod server;
 
@@ -52,7 +53,7 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
 
 /// The address `target` names. Without the `tls` feature the `redis` crate refuses `rediss://`
 /// as a malformed address; fencelock says what is missing instead.
-fn connection_info<T: IntoConnectionInfo>(target: T) -> Result<ConnectionInfo> {
+pub(crate) fn connection_info<T: IntoConnectionInfo>(target: T) -> Result<ConnectionInfo> {
     target.into_connection_info().map_err(|e| {
         if cfg!(not(feature = "tls"))
             && e.kind() == redis::ErrorKind::InvalidClientConfig
