@@ -50,8 +50,10 @@ pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Redlock
         .collect::<Result<Vec<_>>>()?;
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let single = fencelock::Client::connect(urls[0].as_str()).await?;
-    let one = fencelock::Client::connect_redlock(urls.iter().take(1).map(String::as_str)).await?;
-    let five = fencelock::Client::connect_redlock(urls.iter().map(String::as_str)).await?;
+    let one = fencelock::Deployment::redlock(urls.iter().take(1).map(String::as_str))?;
+    let one = fencelock::Client::connect(one).await?;
+    let five = fencelock::Deployment::redlock(urls.iter().map(String::as_str))?;
+    let five = fencelock::Client::connect(five).await?;
     let setups = [
         ("Client::connect, 1 server", 1, single, "single"),
         ("connect_redlock, 1 master", 1, one, "rl1"),
