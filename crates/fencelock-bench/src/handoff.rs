@@ -66,7 +66,6 @@ enum Lock {
     Fair(fencelock::FairMutex),
 }
 
-
 impl Lock {
     fn new(client: &fencelock::Client, kind: FencelockKind, name: &str) -> Result<Lock> {
         Ok(match kind {

@@ -55,8 +55,12 @@ pub(crate) enum Acquired {
         fences: Vec<Fence>,
         sent_at: Instant,
     },
-    /// Held by others, for `remaining` at least when the holders said.
-    Refused { remaining: Option<Duration> },
+    /// Held by others, for `remaining` at least when the holders said; `sent_at`, when the
+    /// refused request was sent, is before any grant that comes later.
+    Refused {
+        remaining: Option<Duration>,
+        sent_at: Instant,
+    },
 }
 
 /// An acquire request's outcome: what it decided, and whether it left grants that do not count
@@ -172,7 +176,7 @@ impl Nodes {
             }
         }
         Acquisition {
-            decided: self.refused(sent.answers, grants_count, name),
+            decided: self.refused(sent.answers, grants_count, sent.at, name),
             spent: grants_count > 0,
         }
     }
@@ -183,6 +187,7 @@ impl Nodes {
         &self,
         answers: Vec<Answer<Vec<i64>>>,
         grants: usize,
+        sent_at: Instant,
         name: &str,
     ) -> Result<Acquired> {
         let mut refusals = Vec::with_capacity(answers.len());
@@ -202,7 +207,7 @@ impl Nodes {
                 .into_iter()
                 .collect::<Option<Vec<Duration>>>()
                 .and_then(|r| r.into_iter().min());
-            return Ok(Acquired::Refused { remaining });
+            return Ok(Acquired::Refused { remaining, sent_at });
         }
         Err(self.undecided(answers, name))
     }

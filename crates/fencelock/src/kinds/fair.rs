@@ -17,13 +17,13 @@ use crate::core::stored::{LockKind, Shape, Stored};
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::kinds::mutex::{held_value, MutexGrant, VALUE};
+use crate::kinds::mutex::{held_value, place_member, MutexGrant, VALUE};
 use crate::options::{Lease, LockOptions};
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[VALUE, include_str!("fair/release.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/release.lua")]);
 static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
 
 /// Where a fair mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): its holder,
@@ -332,7 +332,8 @@ impl Kind for FairGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(self.lock.fence_memory_ms());
+            .arg(self.lock.fence_memory_ms())
+            .arg(place_member(token, self.lock.lease_ms, self.lock.label()));
         invocation
     }
 
@@ -365,7 +366,7 @@ mod tests {
     use redis::aio::MultiplexedConnection;
 
     use super::*;
-    use crate::testing::conn;
+    use crate::testing::{announced_on, conn};
 
     const LOCK: &str = "t:{f}:fair";
     const LINE: &str = "t:{f}:fair-line";
@@ -397,9 +398,24 @@ mod tests {
             .arg(token)
             .arg(WAKE)
             .arg(60_000)
+            .arg(place(token))
             .invoke_async(c)
             .await
             .expect("release")
+    }
+
+    /// A release by `token` while its client's channel has a listener, and what it announced.
+    async fn release_heard(server: &RedisServer, token: &'static str, expect: i64) -> Vec<String> {
+        let mut c = conn(server).await;
+        announced_on(server, WAKE, async move {
+            assert_eq!(release(&mut c, token).await, expect, "release by {token}");
+        })
+        .await
+    }
+
+    /// A waiter's place member, as the scripts store it: every test waiter asks for 10 s.
+    fn place(token: &str) -> String {
+        format!("{token}10000")
     }
 
     fn line(server: &RedisServer) -> String {
@@ -421,51 +437,68 @@ mod tests {
             "b keeps its place"
         );
         assert_eq!(acquire(&mut c, "t:", 0).await[0], 0, "no place taken");
-        assert_eq!(line(&server), "b:\nc:");
+        assert_eq!(line(&server), "b:10000\nc:10000");
         let ttl: i64 = server.cli(&["PTTL", PLACES]).parse().expect("pttl");
         assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
 
         assert_eq!(release(&mut c, "b:").await, -1, "b does not hold it");
-        assert_eq!(line(&server), "c:", "but b left the line");
+        assert_eq!(line(&server), "c:10000", "but b left the line");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
-        assert_eq!(line(&server), "c:\nb:", "and joins at the back again");
-        assert_eq!(release(&mut c, "a:").await, 1);
-        // Free, but promised to c: neither b nor a newcomer may take it.
-        let refused = acquire(&mut c, "b:", 5_000).await;
-        assert_eq!(refused[0], 0);
-        assert!(
-            refused[1] > 4_000 && refused[1] <= 5_000,
-            "c's place: {refused:?}"
+        assert_eq!(
+            line(&server),
+            "c:10000\nb:10000",
+            "and joins at the back again"
         );
+
+        // The release grants the lock to c, first in line, and says so to c alone.
+        let heard = release_heard(&server, "a:", 1).await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("c:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("c: and its fence: {payload}"));
+        assert!(fence > granted[1], "fences rise");
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("c:{fence}")));
+        assert_eq!(line(&server), "b:10000");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0, "held by c");
         assert_eq!(acquire(&mut c, "t:", 0).await[0], 0);
-        let c_grant = acquire(&mut c, "c:", 5_000).await;
-        assert_eq!(c_grant[0], 1);
-        assert!(c_grant[1] > granted[1]);
-        assert_eq!(line(&server), "b:");
-        assert_eq!(release(&mut c, "c:").await, 1);
-        assert_eq!(release(&mut c, "c:").await, 0);
+        assert_eq!(
+            acquire(&mut c, "c:", 5_000).await,
+            [1, fence],
+            "c's next attempt answers its grant"
+        );
+        let heard = release_heard(&server, "c:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
+        assert_eq!(release(&mut c, "c:").await, -1, "b holds it now");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         assert_eq!(line(&server), "");
     }
 
     #[tokio::test]
-    async fn places_that_ran_out_are_dropped_by_the_servers_clock() {
+    async fn waiters_gone_or_out_of_time_are_dropped_and_the_next_served() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         acquire(&mut c, "a:", 5_000).await;
-        acquire(&mut c, "dead:", 5_000).await;
-        acquire(&mut c, "b:", 5_000).await;
-        server.cli(&["ZADD", PLACES, "1", "dead:"]);
-        release(&mut c, "a:").await;
-        // The release dropped the dead waiter and keeps the lock for b, out of the line now.
+        for waiter in ["late:", "gone.1:", "b:"] {
+            assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
+        }
+        // `late:` stopped trying: its place ended by the server's clock; `gone.1:`'s client no
+        // longer listens on its channel (`fair-wake:gone`).
+        server.cli(&["ZADD", PLACES, "1", &place("late:")]);
+        let heard = release_heard(&server, "a:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
         assert_eq!(line(&server), "");
-        assert!(server.cli(&["GET", LOCK]).ends_with(">b:"));
-        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "kept for b");
+        assert!(server.cli(&["GET", LOCK]).starts_with("b:"));
+        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "held by b");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         // A waiter in line without a place is dropped rather than blocking the line.
         acquire(&mut c, "x:", 5_000).await;
-        server.cli(&["ZREM", PLACES, "x:"]);
-        release(&mut c, "b:").await;
+        server.cli(&["ZREM", PLACES, &place("x:")]);
+        assert!(release_heard(&server, "b:", 1).await.is_empty());
         assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
     }
 

@@ -35,7 +35,7 @@ use crate::transport::script::Lua;
 pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[VALUE, include_str!("mutex/release.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
 static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
@@ -58,6 +58,16 @@ pub(crate) static STORED: Stored = Stored {
     force_keys: &[LOCK_KEY],
 };
 
+/// A waiter's place (`mutex/value.lua`): `<token><lease ms>[:<label>]`.
+pub(crate) fn place_member(token: &OwnerToken, lease_ms: u64, label: &str) -> String {
+    let mut member = format!("{}{lease_ms}", token.as_str());
+    if !label.is_empty() {
+        member.push(':');
+        member.push_str(label);
+    }
+    member
+}
+
 /// A value held as a mutex's, with its waiters with a live place; `None` once released (the
 /// name's last fence left behind is no hold).
 pub(crate) fn held_value(name: &[u8], kind: LockKind, raw: &Raw) -> Option<LockInfo> {
@@ -69,12 +79,6 @@ pub(crate) fn held_value(name: &[u8], kind: LockKind, raw: &Raw) -> Option<LockI
     info.queued = Some(raw.queued);
     Some(info)
 }
-
-/// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
-/// to reach it and its attempt to come back on a loaded machine. A task that asks in that
-/// time (the releaser asking again, a waiter on its timer) waits its turn instead of taking
-/// the lock first; a woken waiter that does not come loses the lock to anyone after it.
-const HANDOFF_MS: u64 = 200;
 
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis.
@@ -332,6 +336,12 @@ impl fmt::Debug for Mutex {
 }
 
 impl MutexGrant {
+    /// A waiter's place among the waiters: its token, the lease it asks for and its label
+    /// (`mutex/value.lua`), so that a release can grant it the lock.
+    fn place_of(&self, token: &OwnerToken) -> String {
+        place_member(token, self.lock.lease_ms, self.lock.label())
+    }
+
     /// The extension of a lease held in a mutex key's value (`mutex/value.lua`): a Mutex's,
     /// a FairMutex's or a MultiMutex's name.
     pub(crate) fn extend_value(
@@ -381,7 +391,6 @@ impl Kind for MutexGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.lock.lease_ms)
-            .arg(self.lock.fence_memory_ms())
             .arg(self.lock.label())
             .arg(if waits { self.place_ms } else { 0 })
             .arg(u8::from(refused_before))
@@ -396,8 +405,8 @@ impl Kind for MutexGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(HANDOFF_MS)
-            .arg(self.lock.fence_memory_ms());
+            .arg(self.lock.fence_memory_ms())
+            .arg(self.place_of(token));
         invocation
     }
 
