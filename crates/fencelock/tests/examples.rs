@@ -36,7 +36,8 @@ fn example(name: &str) -> Command {
             Some(other) => other.to_owned(),
         };
         let target = profile_dir.parent().expect("the target folder");
-        let mut build = Command::new(env!("CARGO"));
+        // In the environment of a build from a shell, so that the two reuse each other's work.
+        let mut build = fencelock_testkit::process::cargo();
         build
             .args(["build", "--quiet", "-p", "fencelock", "--profile", &profile])
             .arg("--target-dir")
