@@ -1,6 +1,6 @@
-//! Runs the programs a user copies, as users run them: each example of `examples/`, each as its
-//! own process against a private Redis given in `REDIS_URL`, checking what they print, how they
-//! exit and what they leave in Redis.
+//! Runs the programs a user copies, as users run them: each example of `examples/` and the
+//! program README.md opens with, each as its own process against a private Redis given in
+//! `REDIS_URL`, checking what they print, how they exit and what they leave in Redis.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -177,6 +177,136 @@ fn every_example_is_run_by_a_test_here() {
         .filter(|name| !this.contains(&format!("example(\"{name}\")")))
         .collect();
     assert!(unrun.is_empty(), "no test runs the examples {unrun:?}");
+}
+
+// README.md's first program ---------------------------------------------------------------------
+
+/// The fenced code blocks of a Markdown text: each one's info string and text.
+fn code_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match (open.take(), line.strip_prefix("```")) {
+            (None, Some(info)) => open = Some((info.trim().to_owned(), String::new())),
+            (None, None) => {}
+            (Some(block), Some("")) => blocks.push(block),
+            (Some((info, mut text)), _) => {
+                text.push_str(line);
+                text.push('\n');
+                open = Some((info, text));
+            }
+        }
+    }
+    blocks
+}
+
+/// What a README opens with: its first code block, the `[dependencies]` (` ```toml `), and its
+/// second, the program (` ```rust `, which GitHub shows and nothing ignores).
+fn first_program(path: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    match code_blocks(&text).as_slice() {
+        [(toml, dependencies), (rust, program), ..] if toml == "toml" && rust == "rust" => {
+            (dependencies.clone(), program.clone())
+        }
+        blocks => panic!(
+            "{path:?} does not open with a ```toml block of dependencies and a ```rust \
+             program: its first blocks are {:?}",
+            blocks
+                .iter()
+                .map(|(info, _)| info)
+                .take(2)
+                .collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// The `[profile.*]` sections of a Cargo manifest, as written.
+fn profile_sections(manifest: &str) -> String {
+    let mut sections = String::new();
+    let mut in_profile = false;
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            in_profile = line.starts_with("[profile.");
+        }
+        if in_profile {
+            sections.push_str(line);
+            sections.push('\n');
+        }
+    }
+    sections
+}
+
+/// Writes `text` to `path` unless it holds that already, so that cargo finds an unchanged
+/// program built.
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("cannot write {path:?}: {e}"));
+    }
+}
+
+/// Builds `program` with `dependencies` as a package of its own, as a user who pasted them
+/// into a new project would, but with `fencelock` taken from this workspace, the workspace's
+/// lock file (so nothing is downloaded: `--offline`) and profiles, and this test's target
+/// folder (so whatever the workspace built with the same features is reused, and the program
+/// is built once, then only again when it or fencelock changes). Returns the binary.
+fn build_readme_program(dependencies: &str, program: &str) -> PathBuf {
+    const NAME: &str = "readme-program";
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(NAME);
+    std::fs::create_dir_all(dir.join("src")).expect("the program's folder");
+    let workspace_manifest =
+        std::fs::read_to_string(workspace.join("Cargo.toml")).expect("the workspace manifest");
+    let manifest = format!(
+        "[package]\nname = \"{NAME}\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n\
+         {dependencies}\n\
+         [patch.crates-io]\nfencelock = {{ path = \"{}\" }}\n\n\
+         {}\n\
+         # A workspace of its own, though it sits inside this one's target folder.\n[workspace]\n",
+        env!("CARGO_MANIFEST_DIR"),
+        profile_sections(&workspace_manifest),
+    );
+    write_if_changed(&dir.join("Cargo.toml"), &manifest);
+    std::fs::copy(workspace.join("Cargo.lock"), dir.join("Cargo.lock")).expect("the lock file");
+    write_if_changed(&dir.join("src/main.rs"), program);
+    let output = cargo_build(&dir.join("Cargo.toml"))
+        .arg("--offline")
+        .output()
+        .expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "README.md's program, built as written in {dir:?}, does not compile ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    build().profile_dir.join(NAME)
+}
+
+#[test]
+fn the_readme_opens_with_a_program_that_compiles_and_runs_as_written() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let (dependencies, program) = first_program(&workspace.join("README.md"));
+    let crate_readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    assert_eq!(
+        first_program(&crate_readme),
+        (dependencies.clone(), program.clone()),
+        "the crate's README opens with another program than the repository's"
+    );
+    // The name the program locks, to look at in Redis afterwards.
+    let name = program
+        .split(".mutex(\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the program locks a mutex named by a string literal");
+
+    let binary = build_readme_program(&dependencies, &program);
+    let redis = RedisServer::start();
+    let lines = run_to_end("README program", on(&redis, Command::new(binary)));
+    let fence = fence_in(line_with(&lines, "", "fence "));
+
+    // The lock was taken and given back: its key keeps only that grant's fence, as the key of
+    // a released mutex does, and no token of a holder.
+    let key = format!("fencelock:{{{name}}}:mutex");
+    assert_eq!(redis.cli(&["GET", &key]), format!("~{fence}"), "{lines:#?}");
 }
 
 // The examples ----------------------------------------------------------------------------------
