@@ -162,9 +162,10 @@ fn clippy(selection: &[&str]) -> Result<(), String> {
     cargo(&args, &[])
 }
 
-/// The `cargo` that runs this task (`CARGO`), or the one on the path.
+/// The `cargo` that runs this task (`CARGO`), or the one on the path, without what `cargo run`
+/// set for this task: the builds it starts then reuse what a build from a shell made.
 pub(crate) fn cargo_command() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+    fencelock_testkit::process::cargo()
 }
 
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
