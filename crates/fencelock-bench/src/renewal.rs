@@ -245,6 +245,30 @@ async fn release_all(guards: Vec<fencelock::MutexGuard>) -> Result<()> {
     Ok(())
 }
 
+fn notes(results: &Renewal) -> Vec<String> {
+    let mut notes = vec![
+        format!(
+            "lease {} ms renewed every third of it; commands and client CPU over a window of \
+             {:.1} s after every lease was acquired",
+            results.lease_ms, results.window_secs
+        ),
+        "bytes/lock: used_memory growth per held lock, every key it keeps included; the plain \
+         keys are measured after the locks are released, each with a key and a value as long as \
+         a lock's of the same name"
+            .to_owned(),
+    ];
+    for row in results.rows.iter().filter(|r| r.still_held < r.leases) {
+        notes.push(format!(
+            "{} of {} leases were lost before the end of the window: the client could not \
+             renew them all on this machine, so the row measures neither renewal nor memory \
+             per held lock",
+            row.leases - row.still_held,
+            row.leases
+        ));
+    }
+    notes
+}
+
 /// User + system CPU time of this process so far.
 fn cpu_time() -> Result<Duration> {
     let usage = getrusage(UsageWho::RUSAGE_SELF)
@@ -316,17 +340,7 @@ pub async fn run(settings: &Settings, output: &Output) -> Result<Renewal> {
         run: settings.run_info.clone(),
         results: results.clone(),
         tables: vec![("Renewal at scale".to_owned(), table)],
-        notes: vec![
-            format!(
-                "lease {} ms renewed every third of it; commands and client CPU over a window \
-                 of {:.1} s after every lease was acquired",
-                results.lease_ms, results.window_secs
-            ),
-            "bytes/lock: used_memory growth per held lock, every key it keeps included; the plain \
-             keys are measured after the locks are released, each with a key and a value as \
-             long as a lock's of the same name"
-                .to_owned(),
-        ],
+        notes: notes(&results),
     };
     let chart = Chart {
         title: "Redis memory per held lock vs a plain SET PX key (bytes)".to_owned(),
