@@ -34,8 +34,9 @@
 //! none of these is reported. Code (fenced blocks, `inline`), links, and version numbers
 //! (`Redis 7.0`, `7.0.15`) are not figures.
 //!
-//! Result files written before the project was renamed say `relock` where theirs say
-//! `fencelock` now; they are read as if renamed, as their Markdown was.
+//! Result files written before the project took its name carry the former one (in the program
+//! their `command` names, and in their keys and labels); they are read with today's name, as
+//! their Markdown was renamed.
 
 mod expr;
 
@@ -309,14 +310,42 @@ fn markdown_rows(text: &str) -> Value {
     serde_json::json!({ "rows": rows })
 }
 
-/// A result file written before the rename, read with the project's name of today.
+/// The project's name, as the programs that write result files carry it.
+const NAME: &str = "fencelock";
+
+/// A result file as read: one written under the project's former name (its `command` names the
+/// program that wrote it, `<name>-bench` or `<name>-check`) with that name replaced by today's,
+/// in keys and in text, as the rename did to its Markdown.
 fn renamed(json: Value) -> Value {
+    match former_name(&json) {
+        Some(former) => replaced(json, &former),
+        None => json,
+    }
+}
+
+/// The project's name in a result file's `command` (`run.command` for the bench's, `command`
+/// for the checker's), when it is not today's.
+fn former_name(json: &Value) -> Option<String> {
+    let command = json
+        .pointer("/run/command")
+        .or_else(|| json.get("command"))?
+        .as_str()?;
+    let program = command.split_whitespace().next()?.rsplit('/').next()?;
+    let name = program
+        .strip_suffix("-bench")
+        .or_else(|| program.strip_suffix("-check"))?;
+    (!name.is_empty() && name != NAME).then(|| name.to_owned())
+}
+
+fn replaced(json: Value, former: &str) -> Value {
     match json {
-        Value::String(s) => Value::String(s.replace("relock", "fencelock")),
-        Value::Array(items) => Value::Array(items.into_iter().map(renamed).collect()),
+        Value::String(s) => Value::String(s.replace(former, NAME)),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| replaced(v, former)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (k.replace("relock", "fencelock"), renamed(v)))
+                .map(|(k, v)| (k.replace(former, NAME), replaced(v, former)))
                 .collect(),
         ),
         other => other,
@@ -838,8 +867,9 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("results")).expect("a results directory");
         std::fs::write(
             dir.path().join("results/run.json"),
-            r#"{"results": {"rows": [{"tasks": 1, "ratio": 0.8079, "relock": {"cmds": 7.0002}},
-                                     {"tasks": 64, "ratio": 0.3589, "relock": {"cmds": 7.0}}],
+            r#"{"run": {"command": "oldname-bench uncontended"},
+                "results": {"rows": [{"tasks": 1, "ratio": 0.8079, "oldname": {"cmds": 7.0002}},
+                                     {"tasks": 64, "ratio": 0.3589, "oldname": {"cmds": 7.0}}],
                             "share": 0.229, "count": 196413.4}}"#,
         )
         .expect("a result file");
@@ -977,6 +1007,22 @@ mod tests {
             problems("| tasks | ratio |\n|---|---|\n| 64 | 0.36 |").len(),
             1
         );
+    }
+
+    #[test]
+    fn result_files_of_the_former_name_are_read_with_todays() {
+        let bench = serde_json::json!({"run": {"command": "oldname-bench --out x peers"},
+                                       "rows": [{"library": "oldname Mutex", "oldname": 1}]});
+        assert_eq!(
+            renamed(bench),
+            serde_json::json!({"run": {"command": "fencelock-bench --out x peers"},
+                               "rows": [{"library": "fencelock Mutex", "fencelock": 1}]})
+        );
+        let check = serde_json::json!({"command": "./target/release/oldname-check soak"});
+        assert_eq!(former_name(&check).as_deref(), Some("oldname"));
+        let today = serde_json::json!({"run": {"command": "fencelock-bench takeover"}});
+        assert_eq!(former_name(&today), None);
+        assert_eq!(former_name(&serde_json::json!({"rows": []})), None);
     }
 
     #[test]
