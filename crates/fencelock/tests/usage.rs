@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use common::{client, ms};
@@ -120,6 +121,57 @@ async fn unlock_no_earlier_than_keeps_the_lock_until_then() {
         .expect("a past point is a plain unlock");
     let again = mutex.try_lock().await.expect("freed at once");
     again.unlock().await.expect("unlock");
+}
+
+/// Dropping the future of `unlock_no_earlier_than`, before it was ever polled or while it waits
+/// for Redis, keeps the lock until `at` all the same: the request went to the client's
+/// background task when the method was called. Before, the dropped future dropped the guard,
+/// whose drop freed the lock at once.
+#[tokio::test]
+async fn a_dropped_unlock_no_earlier_than_still_keeps_the_lock_until_then() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    for (name, polled) in [("never-polled", false), ("polled-once", true)] {
+        let mutex = a.mutex(name).expect("name");
+        let rival = b.mutex(name).expect("name");
+        let guard = mutex.lock().await.expect("lock");
+        let at = Instant::now() + Duration::from_secs(2);
+        let keeping = guard.unlock_no_earlier_than(at);
+        if polled {
+            let mut keeping = std::pin::pin!(keeping);
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(keeping.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            assert!(
+                !first,
+                "{name}: Redis cannot have answered without a round trip"
+            );
+        } else {
+            drop(keeping);
+        }
+        // However the dropped request's answer and this try are ordered, the lock is held: by
+        // the guard until the request lands, then until `at`.
+        match rival.try_lock().await {
+            Err(Error::Held { .. }) => {}
+            other => panic!("{name}: expected the lock kept until `at`, got {other:?}"),
+        }
+        // Free from `at` on, long before the 30 s lease would have ended.
+        let deadline = at + Duration::from_secs(5);
+        loop {
+            match rival.try_lock().await {
+                Ok(next) => {
+                    assert!(Instant::now() >= at, "{name}: free only from `at` on");
+                    next.unlock().await.expect("unlock");
+                    break;
+                }
+                Err(Error::Held { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(ms(50)).await;
+                }
+                other => panic!("{name}: expected the lock free soon after `at`, got {other:?}"),
+            }
+        }
+    }
 }
 
 #[tokio::test]
