@@ -345,6 +345,7 @@ impl From<fencelock::Error> for Failure {
         let code = match &err {
             E::InvalidName { .. }
             | E::InvalidOption { .. }
+            | E::InvalidAddress { .. }
             | E::Unsupported { .. }
             | E::UnsupportedServer { .. } => exit::USAGE,
             E::Held { .. } => exit::HELD,
@@ -439,16 +440,8 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
             .await
         }
     };
-    client.map_err(|e| {
-        let hint = if e.is_bad_target() {
-            " (expected redis://host:port, rediss://host:port for TLS, or redis+unix:///path)"
-        } else {
-            ""
-        };
-        let failure = Failure::at(target, e);
-        let said = failure.message.unwrap_or_default();
-        Failure::new(failure.code, format!("{said}{hint}"))
-    })
+    // A wrong address is refused with what is expected there (`Error::InvalidAddress`).
+    client.map_err(|e| Failure::at(target, e))
 }
 
 /// `host/pid`, shown to operators as the holder of this process's locks.

@@ -73,8 +73,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
-    /// reached; also when Redis refuses the credentials or requires a password the URL lacks,
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when the URL is malformed, saying
+    /// what is expected; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+    /// also when Redis refuses the credentials or requires a password the URL lacks,
     /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
     /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
     /// older than 6.2, read from its `HELLO` reply at connect.

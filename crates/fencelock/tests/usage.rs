@@ -345,3 +345,58 @@ fn a_blocking_guard_can_be_kept_until_a_point_too() {
     assert!(Instant::now() >= at, "free only from `at` on");
     next.unlock().expect("unlock");
 }
+
+/// An address with a wrong scheme, or a part that cannot be read, is refused before anything is
+/// sent with a typed error that says what each deployment takes.
+#[tokio::test]
+async fn a_wrong_address_says_what_is_expected_there() {
+    fn refused(result: fencelock::Result<Client>) -> (String, String, String) {
+        match result {
+            Err(e @ Error::InvalidAddress { .. }) => {
+                assert!(e.is_bad_target() && !e.is_unavailable(), "{e:?}");
+                let said = e.to_string();
+                let Error::InvalidAddress {
+                    of,
+                    reason,
+                    expected,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    said,
+                    format!("invalid address of {of}: {reason}; expected {expected}")
+                );
+                (of.to_owned(), reason, expected.to_owned())
+            }
+            Err(other) => panic!("expected InvalidAddress, got {other:?}"),
+            Ok(_) => panic!("a wrong address connected"),
+        }
+    }
+    let options = ClientOptions::default;
+
+    let (of, reason, expected) = refused(Client::connect("http://db:6379").await);
+    assert_eq!(of, "the Redis server");
+    assert_eq!(reason, "not a URL with a scheme Redis takes");
+    assert!(expected.starts_with("redis://[user:password@]host[:port][/db], rediss://"));
+    let (_, reason, _) = refused(Client::connect("redis://db:6379/zero").await);
+    assert!(reason.contains("database"), "{reason}");
+
+    let (of, _, expected) =
+        refused(Client::connect_redlock(["redis://a", "tcp://b", "redis://c"]).await);
+    assert_eq!(of, "a RedLock master");
+    assert!(expected.starts_with("redis://[user:password@]host[:port][/db]"));
+
+    let (of, _, expected) = refused(Client::connect_cluster(["localhost:7000"]).await);
+    assert_eq!(of, "a cluster node");
+    assert!(expected.contains("not a unix socket"), "{expected}");
+    let unix = Client::connect_cluster_with_options(["redis+unix:///tmp/redis.sock"], options());
+    let (of, reason, _) = refused(unix.await);
+    assert_eq!(of, "a cluster node");
+    assert!(reason.contains("unix socket"), "{reason}");
+
+    let (of, _, expected) =
+        refused(Client::connect_sentinel(["sentinel://s1:26379"], "orders").await);
+    assert_eq!(of, "a sentinel");
+    assert!(expected.contains("26379"), "{expected}");
+}
