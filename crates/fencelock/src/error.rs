@@ -6,7 +6,8 @@ use std::time::Duration;
 /// What went wrong with a lock operation.
 ///
 /// Every fallible operation in fencelock returns this type. It is `#[non_exhaustive]`: match the
-/// variants you handle and keep a catch-all arm.
+/// variants you handle and keep a catch-all arm. [`topics::errors`](crate::topics::errors) is
+/// one table of every variant: what it means, whether to retry, and what to do.
 ///
 /// # Examples
 ///
