@@ -6,7 +6,7 @@
 //! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
-//! fencelock hold NAME [the same lock flags as run]
+//! fencelock hold NAME [the lock flags of run, without --kill-grace]
 //! fencelock status [PATTERN] [--json]
 //! fencelock unlock NAME --force
 //! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]

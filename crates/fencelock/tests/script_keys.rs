@@ -225,9 +225,12 @@ fn commands(
     let _ = to.shutdown(Shutdown::Both);
 }
 
+/// A command's arguments, and how many bytes of the stream it took.
+type Parsed = (Vec<Vec<u8>>, usize);
+
 /// One command of the client, an array of bulk strings, and how many bytes it took; `None`
 /// while it has not all arrived.
-fn parse(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, String> {
+fn parse(buf: &[u8]) -> Result<Option<Parsed>, String> {
     fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
         let end = buf[at..].windows(2).position(|w| w == b"\r\n")?;
         Some((&buf[at..at + end], at + end + 2))
