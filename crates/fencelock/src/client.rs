@@ -73,8 +73,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when the URL is malformed or Redis cannot be
-    /// reached; also when Redis refuses the credentials or requires a password the URL lacks,
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when the URL is malformed, saying
+    /// what is expected; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
+    /// also when Redis refuses the credentials or requires a password the URL lacks,
     /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
     /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
     /// older than 6.2, read from its `HELLO` reply at connect.
@@ -348,9 +349,11 @@ impl Client {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe in what it waits for: the client is shut down and every hold is given
-    /// up as soon as it starts, and its releases go on in the background if the future is
-    /// dropped, but nothing waits for them any more.
+    /// Not cancel safe, the one future of the crate that is not: the client is shut down and
+    /// every hold given up as soon as it is first polled, and dropping the future undoes none
+    /// of that. The releases go on in the background, but nothing waits for them any more, so
+    /// a program that exits right after may leave locks held until their leases end. Await it
+    /// to the end.
     ///
     /// # Examples
     ///

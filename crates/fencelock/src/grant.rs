@@ -15,6 +15,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -614,42 +615,20 @@ impl<R: Resource> Held<R> {
     }
 
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
-        observe::extension(&self.lease, self.send_extend(lease, Extension::AtLeast)).await
-    }
-
-    async fn send_extend(&self, lease: Duration, how: Extension) -> Result<()> {
-        let lease_ms = lease_millis(lease)?;
-        let r = &self.resource;
-        if r.shared().holds.is_shut_down() {
-            return Err(Error::Shutdown);
-        }
-        let mut invocation = r.extend_script(&self.token, lease_ms);
-        if how == Extension::Exactly {
-            // Every extend script reads a last argument `exactly` as leave to shorten.
-            invocation.arg("exactly");
-        }
-        if r.shared().nodes.is_distributed() {
-            return redlock::extend(r.as_ref(), invocation, &self.lease, lease).await;
-        }
-        let sent_at = Instant::now();
-        let reply = invocation
-            .invoke_async::<i64>(&mut r.shared().conn.clone())
-            .await
-            .map_err(|e| Error::from_redis(e, r.name()))?;
-        if reply == 1 && self.lease.renewed(sent_at, lease) {
-            return Ok(());
-        }
-        if reply != 1 {
-            return Err(self.revoked());
-        }
-        Err(self.not_held())
+        let extended = send_extend(
+            self.resource.as_ref(),
+            &self.token,
+            &self.lease,
+            lease,
+            Extension::AtLeast,
+        );
+        observe::extension(&self.lease, extended).await
     }
 
     /// For a reply saying that Redis no longer holds this grant: fires the lost signal and
     /// returns the error to report.
     pub(crate) fn revoked(&self) -> Error {
-        self.lease.mark_lost(Lost::Revoked);
-        self.not_held()
+        revoked(self.resource.as_ref(), &self.lease)
     }
 
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while
@@ -711,24 +690,56 @@ impl<R: Resource> Held<R> {
     /// Releases so that the lock is not free before `at`: when `at` is still ahead, the
     /// grant's lease is set to end at `at` (owner-checked, as an extension) and renewal stops,
     /// instead of deleting it; otherwise a plain [`unlock`](Held::unlock).
-    pub(crate) async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+    ///
+    /// Not an `async fn`: the request is handed to the client's background task when this is
+    /// called, so that dropping the future, polled or not, leaves the lock to end at `at` as
+    /// awaiting it would (a dropped `async fn` future would drop the guard, whose drop frees
+    /// the lock at once).
+    pub(crate) fn unlock_no_earlier_than(
+        self,
+        at: std::time::Instant,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
         let left = at.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return self.unlock().await;
+        let later = if left.is_zero() {
+            Later::Now(self)
+        } else {
+            let lease = Arc::clone(&self.lease);
+            Later::Kept(lease, self.keep_for(left.max(MIN_LEASE)))
+        };
+        async move {
+            match later {
+                Later::Now(held) => held.unlock().await,
+                Later::Kept(lease, answer) => {
+                    // No answer: the background task stopped with the client's shutdown.
+                    let answered = async { answer.await.unwrap_or(Err(Error::Shutdown)) };
+                    observe::release(&lease, answered).await
+                }
+            }
         }
-        let lease = Arc::clone(&self.lease);
-        observe::release(&lease, self.keep_for(left.max(MIN_LEASE))).await
     }
 
-    async fn keep_for(mut self, left: Duration) -> Result<()> {
+    /// Sends, from the client's background task, the extension that sets the grant's lease
+    /// to end `left` from now, and returns where its answer will come. The guard is given up
+    /// here and claims nothing afterwards, so the lease may end sooner than it would have: at
+    /// `left`, not at the end of a longer lease. Whatever the answer, no release may follow,
+    /// neither the drop's nor a shutdown's: it would free the lock before `left` ends.
+    /// Unanswered, the lock ends with its lease.
+    fn keep_for(mut self, left: Duration) -> oneshot::Receiver<Result<()>> {
         self.stop_renewing();
-        // The guard is given up here and claims nothing afterwards, so the lease may end
-        // sooner than it would have: at `left`, not at the end of a longer lease.
-        let kept = self.send_extend(left, Extension::Exactly).await;
-        // Whatever the answer, no release may follow, neither the drop's nor a shutdown's:
-        // it would free the lock before `left` ends. Unanswered, the lock ends with its lease.
         self.end_hold();
-        kept
+        let (answer, answered) = oneshot::channel();
+        let resource = Arc::clone(&self.resource);
+        let token = self.token.clone();
+        let lease = Arc::clone(&self.lease);
+        let keep: Release = Box::pin(async move {
+            let kept = send_extend(resource.as_ref(), &token, &lease, left, Extension::Exactly);
+            let kept = kept.await;
+            let reached = !kept.as_ref().is_err_and(Error::is_unavailable);
+            let _ = answer.send(kept);
+            reached
+        });
+        self.resource.shared().keeper.release(keep);
+        answered
     }
 
     /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold
@@ -746,9 +757,62 @@ impl<R: Resource> Held<R> {
     }
 
     fn not_held(&self) -> Error {
-        Error::NotHeld {
-            name: self.resource.name().to_owned(),
-        }
+        not_held(self.resource.as_ref())
+    }
+}
+
+/// What [`Held::unlock_no_earlier_than`] does: release now, or keep the lock until a point
+/// and wait for that request's answer.
+enum Later<R: Resource> {
+    Now(Held<R>),
+    Kept(Arc<LeaseState>, oneshot::Receiver<Result<()>>),
+}
+
+/// Extends the grant of `token` on `resource` to at least (or, `Exactly`, to) `lease` from now,
+/// owner-checked, and moves the guard's deadline on a confirmed reply.
+async fn send_extend<R: Resource>(
+    resource: &R,
+    token: &OwnerToken,
+    state: &LeaseState,
+    lease: Duration,
+    how: Extension,
+) -> Result<()> {
+    let lease_ms = lease_millis(lease)?;
+    if resource.shared().holds.is_shut_down() {
+        return Err(Error::Shutdown);
+    }
+    let mut invocation = resource.extend_script(token, lease_ms);
+    if how == Extension::Exactly {
+        // Every extend script reads a last argument `exactly` as leave to shorten.
+        invocation.arg("exactly");
+    }
+    if resource.shared().nodes.is_distributed() {
+        return redlock::extend(resource, invocation, state, lease).await;
+    }
+    let sent_at = Instant::now();
+    let reply = invocation
+        .invoke_async::<i64>(&mut resource.shared().conn.clone())
+        .await
+        .map_err(|e| Error::from_redis(e, resource.name()))?;
+    if reply == 1 && state.renewed(sent_at, lease) {
+        return Ok(());
+    }
+    if reply != 1 {
+        return Err(revoked(resource, state));
+    }
+    Err(not_held(resource))
+}
+
+/// For a reply saying that Redis no longer holds a grant: fires its lost signal and returns
+/// the error to report.
+fn revoked<R: Resource>(resource: &R, state: &LeaseState) -> Error {
+    state.mark_lost(Lost::Revoked);
+    not_held(resource)
+}
+
+fn not_held<R: Resource>(resource: &R) -> Error {
+    Error::NotHeld {
+        name: resource.name().to_owned(),
     }
 }
 

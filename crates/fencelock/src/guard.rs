@@ -85,8 +85,11 @@ macro_rules! guard {
 
             $(
                 $(#[$later_doc])*
-                pub async fn $later(self, at: ::std::time::Instant) -> $crate::error::Result<()> {
-                    self.held.unlock_no_earlier_than(at).await
+                pub fn $later(
+                    self,
+                    at: ::std::time::Instant,
+                ) -> impl ::std::future::Future<Output = $crate::error::Result<()>> + Send + 'static {
+                    self.held.unlock_no_earlier_than(at)
                 }
             )?
 

@@ -572,8 +572,9 @@ guard! {
         ///
         /// # Cancel safety
         ///
-        /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
-        /// in the background at once, as for a dropped guard.
+        /// Cancel safe: the request is handed to the client's background task when this is
+        /// called, so dropping the future, polled or not, only stops waiting for the answer;
+        /// the lock is still kept until `at`.
         ///
         /// # Examples
         ///

@@ -834,8 +834,9 @@ macro_rules! guard_methods {
                 ///
                 /// # Cancel safety
                 ///
-                /// Not cancel safe: if the future is dropped before Redis answered, the hold is given
-                /// back in the background at once, as for a dropped guard.
+                /// Cancel safe: the request is handed to the client's background task when this is
+                /// called, so dropping the future, polled or not, only stops waiting for the answer;
+                /// the hold is still kept until `at`.
                 ///
                 /// # Examples
                 ///

@@ -81,8 +81,9 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
-    /// nodes; [`Error::Redis`](crate::Error::Redis) when an address is malformed or no node can
-    /// be reached; [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when a master
+    /// nodes; [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address is
+    /// malformed or a unix socket; [`Error::Redis`](crate::Error::Redis) when no node can be
+    /// reached; [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when a master
     /// runs a Redis older than 6.2; [`Error::Unsupported`](crate::Error::Unsupported) when
     /// fencelock was built without its `cluster` feature.
     ///

@@ -12,7 +12,7 @@ use crate::options::ClientOptions;
 use crate::quorum::Quorum;
 use crate::transport::conn::Conn;
 use crate::transport::server::{self, Server};
-use crate::transport::{addresses, check_access};
+use crate::transport::{addresses, check_access, Role};
 
 impl Client {
     /// Connects to several independent Redis masters for RedLock, with default options.
@@ -83,8 +83,8 @@ impl Client {
     ///
     /// [`Error::InvalidOption`] for fewer than one master, an option out of range, or
     /// [`wait_for_replicas`](ClientOptions::wait_for_replicas), which RedLock does not use;
-    /// [`Error::Redis`] for a malformed URL, or when a master refuses the credentials or
-    /// requires a password the URL lacks ([`Error::is_auth_failure`]);
+    /// [`Error::InvalidAddress`] for a malformed URL; [`Error::Redis`] when a master refuses
+    /// the credentials or requires a password the URL lacks ([`Error::is_auth_failure`]);
     /// [`Error::UnsupportedServer`] when a master that answers at connect is a Redis older
     /// than 6.2.
     ///
@@ -170,7 +170,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    let masters = addresses(masters, options, "masters", "master")?;
+    let masters = addresses(masters, options, Role::Master)?;
     if options.replica_ack.is_some() {
         // Each master's replicas are its own business: RedLock's answer to losing a master
         // is the majority, not replication.

@@ -47,7 +47,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an empty list of sentinels;
-    /// [`Error::Redis`](crate::Error::Redis) when an address is malformed, no sentinel answers,
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address is malformed;
+    /// [`Error::Redis`](crate::Error::Redis) when no sentinel answers,
     /// none names a master for `service_name`, or the master cannot be reached;
     /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the master is a Redis
     /// older than 6.2; [`Error::Unsupported`](crate::Error::Unsupported) when fencelock was built
