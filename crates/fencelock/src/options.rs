@@ -118,6 +118,8 @@ impl Drift {
 /// Settings of a [`Client`](crate::Client).
 ///
 /// Built with consuming setters; each documents its default.
+/// [`topics::configuration`](crate::topics::configuration) lists every option of the client
+/// and of each lock, with its default, its range and its trade-off.
 ///
 /// # Examples
 ///
@@ -365,7 +367,7 @@ impl ClientOptions {
     }
 
     /// A label stored with every lock this client holds, shown to operators inspecting locks
-    /// (for example `host:pid`). Default: empty, which stores nothing. It must not contain `:`.
+    /// (for example `host/pid`). Default: empty, which stores nothing. It must not contain `:`.
     pub fn holder_label(mut self, label: impl Into<String>) -> Self {
         self.holder_label = label.into();
         self

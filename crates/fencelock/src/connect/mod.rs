@@ -13,7 +13,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 use crate::client::Client;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::connection_info;
+use crate::transport::{connection_info, Role};
 use crate::transport::sentinel::SentinelOptions;
 
 /// Where a client's locks live: one Redis server, a Sentinel deployment, a Redis Cluster, or
@@ -64,8 +64,8 @@ impl Deployment {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when the address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when the address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -76,7 +76,7 @@ impl Deployment {
     /// ```
     pub fn server(address: impl IntoConnectionInfo) -> Result<Deployment> {
         Ok(Deployment {
-            nodes: Nodes::Server(parse(address)?),
+            nodes: Nodes::Server(connection_info(address, Role::Server)?),
         })
     }
 
@@ -86,8 +86,8 @@ impl Deployment {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -99,7 +99,7 @@ impl Deployment {
     {
         Ok(Deployment {
             nodes: Nodes::Sentinel {
-                sentinels: parse_all(sentinels)?,
+                sentinels: parse_all(sentinels, Role::Sentinel)?,
                 service: service.to_owned(),
                 options: SentinelOptions::default(),
             },
@@ -126,8 +126,8 @@ impl Deployment {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -138,7 +138,7 @@ impl Deployment {
         I::Item: IntoConnectionInfo,
     {
         Ok(Deployment {
-            nodes: Nodes::Cluster(parse_all(nodes)?),
+            nodes: Nodes::Cluster(parse_all(nodes, Role::Node)?),
         })
     }
 
@@ -150,8 +150,8 @@ impl Deployment {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -162,7 +162,7 @@ impl Deployment {
         I::Item: IntoConnectionInfo,
     {
         Ok(Deployment {
-            nodes: Nodes::RedLock(parse_all(masters)?),
+            nodes: Nodes::RedLock(parse_all(masters, Role::Master)?),
         })
     }
 }
@@ -173,8 +173,8 @@ pub trait IntoDeployment: sealed::Sealed {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     fn into_deployment(self) -> Result<Deployment>;
 }
 
@@ -247,8 +247,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target));
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected;
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range, or a
     /// deployment without any address; [`Error::Redis`](crate::Error::Redis) when Redis cannot
     /// be reached, or refuses the credentials or requires a password the URL lacks (which
@@ -296,14 +296,13 @@ impl Client {
     }
 }
 
-fn parse(address: impl IntoConnectionInfo) -> Result<ConnectionInfo> {
-    connection_info(address)
-}
-
-fn parse_all<I>(addresses: I) -> Result<Vec<ConnectionInfo>>
+fn parse_all<I>(addresses: I, role: Role) -> Result<Vec<ConnectionInfo>>
 where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    addresses.into_iter().map(parse).collect()
+    addresses
+        .into_iter()
+        .map(|address| connection_info(address, role))
+        .collect()
 }

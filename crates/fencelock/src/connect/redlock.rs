@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::transport::conn::Conn;
 use crate::transport::server::{self, Server};
-use crate::transport::{addresses, check_access};
+use crate::transport::{addresses, check_access, Role};
 
 /// Connects to each of the `masters`; one that is down costs one vote per request, no error.
 pub(super) async fn connect(
@@ -68,7 +68,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    let masters = addresses(masters, options, "masters", "master")?;
+    let masters = addresses(masters, options, Role::Master)?;
     if options.replica_ack.is_some() {
         // Each master's replicas are its own business: RedLock's answer to losing a master
         // is the majority, not replication.

@@ -18,7 +18,7 @@ use redis::{ConnectionInfo, RedisConnectionInfo};
 use crate::error::Error;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::addresses;
+use crate::transport::{addresses, Role};
 
 #[cfg(feature = "sentinel")]
 pub(crate) use master::SentinelConn;
@@ -108,7 +108,7 @@ where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    let sentinels = addresses(sentinels, options, "sentinels", "sentinel")?;
+    let sentinels = addresses(sentinels, options, Role::Sentinel)?;
     let resolver = SentinelClient::build(
         sentinels.clone(),
         // Owned: the `redis` crate takes a `String` here unless its TLS support is built.
@@ -132,7 +132,7 @@ where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    addresses(sentinels, options, "sentinels", "sentinel")?;
+    addresses(sentinels, options, Role::Sentinel)?;
     Err(Error::Unsupported {
         what: "Redis Sentinel",
         deployment: "this build of fencelock (its `sentinel` feature is off)",
