@@ -81,8 +81,16 @@ impl Deployment {
     }
 
     /// A Sentinel deployment: the sentinels' addresses, and the name of the service whose
-    /// master holds the locks. The client follows that master across failovers, waiters
-    /// included.
+    /// master holds the locks.
+    ///
+    /// The client asks the sentinels (the first that answers) for the master of `service` and
+    /// sends every lock command to it. When a command finds the master unreachable or demoted,
+    /// or a sentinel announces a new master, the client asks again and further commands go to
+    /// the new master; the lock commands that can be resent safely (acquire and release,
+    /// idempotent by owner token) are resent, other operations return an error for which
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable) is true. Waiters subscribe on
+    /// the master too and follow it the same way. See
+    /// [following failovers](crate::SentinelOptions#following-failovers) for the details.
     ///
     /// # Errors
     ///
@@ -120,9 +128,19 @@ impl Deployment {
         self
     }
 
-    /// A Redis Cluster: the addresses of some of its nodes (one that answers is enough). Every
-    /// kind of lock runs on the master of its name's slot; releases are announced with sharded
-    /// pub/sub where the masters have it.
+    /// A Redis Cluster: the addresses of some of its nodes (one that answers is enough), from
+    /// which the client learns the others and the slots each serves. Credentials and TLS come
+    /// from the first node's URL and apply to every node.
+    ///
+    /// Every kind of lock works as on one server: a name's keys share its hash tag, so each
+    /// operation is one script on the master of the name's slot. The client follows `MOVED`
+    /// and `ASK` redirections, so locks survive slot migrations and failovers; waiters
+    /// subscribe with sharded pub/sub (`SSUBSCRIBE`) on the master of each name. On Redis 6.2,
+    /// which has no sharded pub/sub, releases are announced with `PUBLISH`, which the cluster
+    /// broadcasts to every node (see
+    /// [`DeploymentWarning::BroadcastReleases`](crate::DeploymentWarning::BroadcastReleases)).
+    /// A [`MultiMutex`](crate::MultiMutex) over names of several slots is refused, and the
+    /// batch renewal sends one script per slot.
     ///
     /// # Errors
     ///
@@ -142,8 +160,16 @@ impl Deployment {
         })
     }
 
-    /// Independent Redis masters (3 or 5 usually) for RedLock: a lock is held when a majority
-    /// granted it. Only [`Mutex`](crate::Mutex) runs on several masters.
+    /// Independent Redis masters for RedLock: a lock is held when a majority granted it
+    /// within its lease.
+    ///
+    /// The masters must be independent: not replicas of each other, not nodes of one cluster.
+    /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
+    /// Each master is sent one `PING` when the client is built, waiting at most the
+    /// [`node_timeout`](crate::ClientOptions::node_timeout): a master that refuses the
+    /// credentials fails the connect, and one that is down costs that wait and its vote,
+    /// nothing else. Only [`Mutex`](crate::Mutex) runs on several masters: the other kinds and
+    /// the inspection calls return [`Error::Unsupported`](crate::Error::Unsupported).
     ///
     #[doc = include_str!("../../docs/rustdoc-links.md")]
     #[doc = include_str!("../../docs/redlock.md")]
