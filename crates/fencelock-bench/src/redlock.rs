@@ -124,9 +124,8 @@ async fn paused_master(
     duration: Duration,
 ) -> Result<PausedMaster> {
     let options = fencelock::ClientOptions::default().node_timeout(NODE_TIMEOUT);
-    let client =
-        fencelock::Client::connect_redlock_with_options(urls.iter().map(String::as_str), options)
-            .await?;
+    let masters = fencelock::Deployment::redlock(urls.iter().map(String::as_str))?;
+    let client = fencelock::Client::connect_with_options(masters, options).await?;
     let (cycles, acquire, _) = cycles(&client, "paused", duration).await?;
     // Two masters held by another owner: two grants and two refusals leave the paused
     // master's vote to decide.
