@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::core::held::{first_fence, release_of, Held};
 use crate::core::kind::Kind;
 use crate::core::lease::{valid_until, LeaseState};
-use crate::core::nodes::Acquired;
+use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter};
 use crate::core::observe::{Acquiring, Hold};
 use crate::error::{Error, Result};
@@ -286,7 +286,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             .shared
             .nodes
             .acquire(
-                &Arc::new(invocation),
+                &Request::from(invocation),
                 |fence| grant.raise_fence(token, fence),
                 |sent_at| valid_until(sent_at, lease, drift),
                 &lock.name,
@@ -378,7 +378,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
         if lock
             .shared
             .nodes
-            .owned(&Arc::new(release), &lock.name, || true)
+            .owned(&Request::from(release), &lock.name, || true)
             .await
             .is_ok()
         {

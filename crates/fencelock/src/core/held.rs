@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::core::holds::Release;
 use crate::core::kind::Grant;
 use crate::core::lease::{LeaseState, Lost};
-use crate::core::nodes::Owned;
+use crate::core::nodes::{Owned, Request};
 use crate::core::observe;
 use crate::error::{Error, Result};
 use crate::options::{lease_millis, MIN_LEASE};
@@ -142,7 +142,7 @@ impl<K: ?Sized + Grant> Held<K> {
         let owned = lock
             .shared
             .nodes
-            .owned(&Arc::new(invocation), &lock.name, || {
+            .owned(&Request::from(invocation), &lock.name, || {
                 Instant::now() < deadline
             })
             .await?;
@@ -282,7 +282,7 @@ async fn send_extend<K: ?Sized + Grant>(
     match lock
         .shared
         .nodes
-        .owned(&Arc::new(invocation), &lock.name, || false)
+        .owned(&Request::from(invocation), &lock.name, || false)
         .await?
     {
         Owned::Done if state.renewed(sent_at, lease) => Ok(()),

@@ -105,7 +105,7 @@ impl LeaseState {
 
     /// Held as far as this process can tell: not lost, and inside the validity deadline.
     pub(crate) fn is_held(&self) -> bool {
-        !self.lost.is_cancelled() && Instant::now() < self.deadline()
+        !self.is_lost() && Instant::now() < self.deadline()
     }
 
     /// Records a renewal (or extension) to `lease` sent at `sent_at` that Redis confirmed.
@@ -117,7 +117,7 @@ impl LeaseState {
     /// least every deadline a confirmation gave, whatever order they were sent and answered in.
     pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
         let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
-        if self.lost.is_cancelled() {
+        if self.is_lost() {
             return false;
         }
         if Instant::now() >= *deadline {
@@ -144,8 +144,10 @@ impl LeaseState {
         self.lost.cancel();
     }
 
+    /// Whether the lost signal fired: its reason is set first, so reading it is enough (and
+    /// cheaper than asking the signal, which renewals do for every lease).
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.reason.get().is_some()
     }
 
     /// Completes when the lease is lost: revoked, or past its deadline without renewal.

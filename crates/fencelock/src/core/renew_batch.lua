@@ -12,7 +12,9 @@
 -- A renewal never shortens a lease: a key, or a holder's expiry, that an
 -- extension moved further stays as it is. A key of several holders expires no
 -- earlier than its longest lease.
--- Returns one entry per key: 1 renewed, 0 no longer held by that member.
+-- Returns one character per key, in the order of KEYS: '1' renewed, '0' no
+-- longer held by that member (one string: a reply of thousands of integers
+-- costs the client more to read).
 -- A key that changed type answers 0 through pcall instead of failing the
 -- whole batch, so one bad key cannot cost every other lease its renewal.
 local now
@@ -53,9 +55,9 @@ for i, key in ipairs(KEYS) do
       end
     end
     stretch(key, lease)
-    renewed[i] = 1
+    renewed[i] = '1'
   else
-    renewed[i] = 0
+    renewed[i] = '0'
   end
 end
-return renewed
+return table.concat(renewed)

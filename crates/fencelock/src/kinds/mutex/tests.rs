@@ -9,7 +9,7 @@ const LOCK: &str = "t:{n}:mutex";
 const WAITERS: &str = "t:{n}:mutex-waiters";
 const WAKE: &str = "t:{n}:wake";
 
-use crate::testing::{announced_on, conn};
+use crate::testing::{announced_on, conn, pttl};
 
 async fn acquire(c: &mut MultiplexedConnection, token: &str, lease: u64) -> Vec<i64> {
     acquire_waiting(c, token, lease, 0, false).await
@@ -78,14 +78,6 @@ async fn members(c: &mut MultiplexedConnection, key: &str) -> Vec<String> {
 /// The payloads announced on the wake channel while `during` runs.
 async fn announced<F: std::future::Future>(server: &RedisServer, during: F) -> Vec<String> {
     announced_on(server, WAKE, during).await
-}
-
-async fn pttl(c: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(c)
-        .await
-        .expect("pttl")
 }
 
 #[tokio::test]
