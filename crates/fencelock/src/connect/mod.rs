@@ -13,8 +13,8 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 use crate::client::Client;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::{connection_info, Role};
 use crate::transport::sentinel::SentinelOptions;
+use crate::transport::{connection_info, Role};
 
 /// Where a client's locks live: one Redis server, a Sentinel deployment, a Redis Cluster, or
 /// several independent masters for RedLock. Every lock works the same way on each; which

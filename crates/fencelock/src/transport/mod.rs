@@ -108,7 +108,10 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
 
 /// The address `target` names. Without the `tls` feature the `redis` crate refuses `rediss://`
 /// as a malformed address; fencelock says what is missing instead.
-pub(crate) fn connection_info<T: IntoConnectionInfo>(target: T, role: Role) -> Result<ConnectionInfo> {
+pub(crate) fn connection_info<T: IntoConnectionInfo>(
+    target: T,
+    role: Role,
+) -> Result<ConnectionInfo> {
     target.into_connection_info().map_err(|e| {
         if cfg!(not(feature = "tls"))
             && e.kind() == redis::ErrorKind::InvalidClientConfig
