@@ -390,14 +390,14 @@ impl ClientOptions {
         self
     }
 
-    /// How long each node of a RedLock client ([`Client::connect_redlock`]) is given to answer
+    /// How long each node of a RedLock client ([`Deployment::redlock`]) is given to answer
     /// one request before its vote is counted as lost. Default: 250 ms.
     ///
     /// Keep it well below the lease: a request waits for the slowest node that answers within
     /// this time, so it bounds how long a node that is paused or cut off delays an acquire.
     /// Single-node clients use [`response_timeout`](ClientOptions::response_timeout) instead.
     ///
-    /// [`Client::connect_redlock`]: crate::Client::connect_redlock
+    /// [`Deployment::redlock`]: crate::Deployment::redlock
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self

@@ -58,8 +58,8 @@ async fn oldest_master(nodes: &[Conn], node_timeout: Duration) -> Result<Option<
     Ok(server::oldest(servers))
 }
 
-/// The client of each master, with the options checked: all that
-/// [`Client::connect_redlock_with_options`] does before it makes connections.
+/// The client of each master, with the options checked: all that connecting to
+/// [`Deployment::redlock`](crate::Deployment::redlock) does before it makes connections.
 pub(crate) fn master_servers<I, T>(
     masters: I,
     options: &ClientOptions,

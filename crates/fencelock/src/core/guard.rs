@@ -94,7 +94,7 @@ impl<K: ?Sized + Grant> Guard<K> {
     /// Pass it to what the lock protects, so that it can refuse a write from a holder that
     /// lost the lock without knowing (a process paused past its lease). A grant of several
     /// names ([`MultiMutexGuard`](crate::MultiMutexGuard)) gives the first name's here, and
-    /// each name's in its `fences`.
+    /// each name's in its [`fences`](Guard::fences) and [`fence_of`](Guard::fence_of).
     pub fn fence(&self) -> Fence {
         self.held.fence()
     }

@@ -177,8 +177,8 @@ impl Nodes {
     }
 
     /// Whether a waiter's place in line means something: only where one node keeps the line.
-    /// Independent masters would each wake their own first waiter and keep the lock for
-    /// different ones, so that none of them reaches a majority.
+    /// Independent masters would each grant the lock to their own first waiter, each maybe
+    /// a different one, so that none of them reaches a majority.
     pub(crate) fn keep_waiters_in_line(&self) -> bool {
         self.conns.len() == 1
     }

@@ -12,9 +12,10 @@
 //! - `*`: every waiter (a writer left, so every reader may enter);
 //! - `~` and an id: one waiter, once per id (a release that named no waiter, which every master
 //!   of a RedLock client announces);
-//! - anything else: the waiter registered with that token (a fair lock's next in line, or the
-//!   mutex waiter a release chose: one retry in all, however many processes wait); followed by
-//!   a fence, the release granted that waiter the lock, which its acquire takes at once.
+//! - anything else: the waiter registered with that token. Followed by a fence, a release
+//!   granted that waiter the lock (a mutex's or a fair lock's handoff, sent on the waiter's
+//!   client's own channel), which its acquire takes at once, with no request of its own; alone,
+//!   it is woken to try again (the first in line of a fair lock an operator freed by force).
 //!
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry

@@ -33,7 +33,8 @@ const LOCK_KEY: &str = "fair";
 const PLACES: &str = "fair-places";
 /// The waiters in line, first come first.
 const LINE: &str = "fair-line";
-/// Where releases are announced; a woken waiter is named on `<wake>:<client tag>`.
+/// What every waiter listens on, where inspection counts them; a waiter a release grants the
+/// lock to is told on `<wake>:<client tag>`.
 const WAKE: &str = "fair-wake";
 
 /// What inspection reads of a fair mutex, and its forced release.
@@ -52,13 +53,16 @@ pub(crate) static STORED: Stored = Stored {
 /// longest, across every process that uses the same Redis.
 ///
 /// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
-/// and one more promise: nobody jumps the line. A release wakes only the first waiter, so a
-/// hand-off costs two script calls however many wait. [`try_lock`](FairMutex::try_lock) takes
-/// the lock only when it is free and nobody waits for it.
+/// and one more promise: nobody jumps the line. A release grants the lock, in the same
+/// script, to the first waiter in line and tells only that waiter, so a handoff costs one
+/// script call however many wait; a waiter whose process is gone is skipped at once.
+/// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
+/// it.
 ///
-/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also wakes the waiter
-/// that has waited longest and lets none starve, but promises no order: a request that finds
-/// its lock free (and not kept for a woken waiter) takes it, whoever waits.
+/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also hands the lock to a
+/// waiter at each release and lets none starve, but promises no order: it serves the waiter
+/// that tried least recently, and a request that finds its lock free (its holder's lease
+/// ended) takes it, whoever waits.
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
@@ -88,7 +92,7 @@ pub struct FairMutex {
 }
 
 /// Proof of holding a [`FairMutex`]: a [`Guard`](crate::Guard) of a fair mutex. Its drop
-/// wakes the first waiter in line, as its `unlock` does.
+/// hands the lock to the first waiter in line, as its `unlock` does.
 pub type FairMutexGuard = Guard<FairGrant>;
 
 /// A fair mutex's name, keys and settings, computed once per handle: what its grants are of.
@@ -97,10 +101,11 @@ pub struct FairGrant {
     lock_key: Vec<u8>,
     line_key: Vec<u8>,
     places_key: Vec<u8>,
-    /// The name's wake channel: what the scripts are given, and what waiters also listen on.
+    /// The name's wake channel: what the scripts are given, and what waiters also listen on,
+    /// where inspection counts them.
     wake_channel: Vec<u8>,
-    /// This client's own channel of the name, where a release names its woken waiter: Redis
-    /// writes the message to that one client, not to every waiting one.
+    /// This client's own channel of the name, where a release tells a waiter it granted the
+    /// lock to: Redis writes the message to that one client, not to every waiting one.
     waiter_channel: Vec<u8>,
     /// How long a place in line lasts without an attempt, in ms.
     place_ms: u64,
@@ -137,13 +142,15 @@ impl FairMutex {
     /// Waits for the lock, in line behind the waiters that came first, or until the mutex's
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
-    /// The first attempt that finds the lock taken (or free but promised to an earlier
-    /// waiter) puts the caller at the back of the line. A release wakes only the first waiter;
-    /// every waiter also tries again at most every
+    /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
+    /// puts the caller at the back of the line. A release grants the lock to the first waiter
+    /// in line and tells only that one, whose `lock()` then returns without another request;
+    /// a waiter whose process is gone is skipped. Every waiter also tries again at most every
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
-    /// place not kept alive for three fallbacks plus the response timeout (a crashed process)
-    /// is dropped, by the Redis server's clock, and the line moves up. When the holder's lease
-    /// ends without a release, the first waiter takes the lock as soon as it ends.
+    /// place not kept alive for three fallbacks plus the response timeout (a process that
+    /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
+    /// the holder's lease ends without a release, the first attempt that finds the lock free
+    /// gives it to the first waiter in line.
     ///
     /// # Errors
     ///
@@ -155,9 +162,9 @@ impl FairMutex {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. A dropped `lock()` leaves the line in the background; if its request was
-    /// granted without the caller knowing, that grant is released, and the next waiter is
-    /// woken.
+    /// Cancel safe. A dropped `lock()` leaves the line in the background; if it was granted
+    /// the lock without the caller knowing (by its own request, or by a release that handed
+    /// it over), that grant is released, and the lock goes to the next waiter.
     ///
     /// # Examples
     ///
@@ -178,7 +185,7 @@ impl FairMutex {
     ///     // Let each waiter join the line before the next one comes.
     ///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     /// }
-    /// first.unlock().await?; // wakes waiter 0 alone; its release wakes waiter 1, and so on
+    /// first.unlock().await?; // grants it to waiter 0; its release to waiter 1, and so on
     /// for (i, waiter) in waiters.into_iter().enumerate() {
     ///     assert_eq!(waiter.await.expect("task")?, i);
     /// }
@@ -225,9 +232,9 @@ impl FairMutex {
     /// # Errors
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
-    /// its lease still runs, or when the lock is free but promised to the first waiter, with
-    /// the time until that waiter's place ends unless it takes the lock; otherwise as
-    /// [`FairMutex::lock`].
+    /// its lease still runs, or when the lock is free but waiters are in line: the attempt
+    /// then grants it to the first of them, and gives this lock's lease as the time left;
+    /// otherwise as [`FairMutex::lock`].
     ///
     /// # Cancel safety
     ///

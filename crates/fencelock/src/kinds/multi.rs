@@ -38,7 +38,8 @@ const NAMES_SHOWN: usize = 8;
 /// same value), so a multi-lock over `{A, B}` and `client.mutex("A")` exclude each other, and
 /// each name gets its own [`Fence`] from its own sequence. Acquiring is one round trip: one
 /// script reads every name's key and either grants them all or changes nothing. A caller that
-/// waits is woken by a release of any of the names.
+/// waits is woken by a release of any of the names that grants it to nobody else (a release
+/// hands a name to a waiting [`Mutex`](crate::Mutex) of that name first).
 ///
 /// Because every name is taken in one step, two multi-locks over overlapping sets can never
 /// deadlock, whatever order their names are given in: neither ever holds part of its set while
