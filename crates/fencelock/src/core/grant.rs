@@ -123,10 +123,17 @@ async fn wait_for_grant<K: Kind>(
         });
         match race::first([woken as Branch<'_, _>, shut_down]).await? {
             // A release granted this waiter the lock: its lease began after the last
-            // refusal, so its validity counts from that refusal's send.
-            Some((_, Some(fence))) if attempt.refused_at.is_some() => {
-                let sent_at = attempt.refused_at.unwrap_or(now);
-                return attempt.hold(vec![Fence::new(fence)], sent_at).await;
+            // refusal, so its validity counts from that refusal's send. A waiter stalled
+            // past that validity asks again instead: its grant is answered once more, with a
+            // lease counted from the new request.
+            Some((_, Some(fence))) => {
+                let lock = grant.lock();
+                if let Some(sent_at) = attempt.refused_at.filter(|&sent_at| {
+                    valid_until(sent_at, lock.lease.duration(), shared.options.drift)
+                        > Instant::now()
+                }) {
+                    return attempt.hold(vec![Fence::new(fence)], sent_at).await;
+                }
             }
             Some((waiter, _)) => woken_by = Some(waiter),
             None => {}

@@ -24,7 +24,7 @@ use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/release.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
+static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
 
 /// Where a fair mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): its holder,
 /// laid out as a mutex's.
@@ -507,6 +507,44 @@ mod tests {
         server.cli(&["ZREM", PLACES, &place("x:")]);
         assert!(release_heard(&server, "b:", 1).await.is_empty());
         assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[tokio::test]
+    async fn a_forced_release_hands_the_lock_to_the_first_in_line() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let taken = acquire(&mut c, "a:", 5_000).await;
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        let mut f = c.clone();
+        let heard = announced_on(&server, WAKE, async move {
+            let (_, value, ..): (i64, Option<String>, i64, Vec<String>, u64) = FORCE
+                .plain()
+                .key(LOCK)
+                .key(LINE)
+                .key(PLACES)
+                .arg(WAKE)
+                .arg(60_000)
+                .invoke_async(&mut f)
+                .await
+                .expect("force");
+            assert!(
+                value.is_some_and(|v| v.starts_with("a:")),
+                "a's hold removed"
+            );
+        })
+        .await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("b:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("b: and its fence, not its place: {payload}"));
+        assert!(fence > taken[1]);
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("b:{fence}")));
+        assert_eq!(acquire(&mut c, "b:", 5_000).await, [1, fence]);
     }
 
     #[tokio::test]

@@ -40,7 +40,7 @@ static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")
 static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
+static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
 
 /// Where a mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`).
 pub(crate) const LOCK_KEY: &str = "mutex";
@@ -58,7 +58,7 @@ pub(crate) static STORED: Stored = Stored {
     channels: &[WAKE],
     judge: |name, raw, _| held_value(name, LockKind::Mutex, raw),
     force: &FORCE,
-    force_keys: &[LOCK_KEY],
+    force_keys: &[LOCK_KEY, PLACES],
 };
 
 /// A waiter's place (`mutex/value.lua`): `<token><lease ms>[:<label>]`.

@@ -96,10 +96,12 @@ if value and not is_released(value) then
   return refuse(pttl)
 end
 
--- Free. Waiters ahead of the caller come first.
+-- Free. Waiters ahead of the caller come first: the lock goes to the first of
+-- them, for the lease it asked for.
 local fence = value and fence_text(value)
-if hand_over(KEYS[1], fence, ARGV[5], next_ahead) then
-  return refuse(lease)
+local handed = hand_over(KEYS[1], fence, ARGV[5], next_ahead)
+if handed then
+  return refuse(handed)
 end
 if blocked then
   return refuse(1)

@@ -83,7 +83,8 @@ end
 -- of `wake`, the payload its token and the fence. `next_waiter()` gives the
 -- next candidate's place member, or nil. A waiter whose client no longer
 -- listens (PUBLISH reached nobody: its process is gone) is skipped at once.
--- Bounded: at most 16 candidates. Returns whether one was granted.
+-- Bounded: at most 16 candidates. Returns the lease granted (ms), or false
+-- when nobody was.
 local function hand_over(key, fence, wake, next_waiter)
   for _ = 1, 16 do
     local member = next_waiter()
@@ -95,7 +96,7 @@ local function hand_over(key, fence, wake, next_waiter)
       local _, text = fence_after(fence and tonumber(fence))
       if redis.call(PUBLISH, channel_of(wake, waiter), waiter .. text) > 0 then
         redis.call('SET', key, held_value(waiter, text, true, label), 'PX', lease)
-        return true
+        return lease
       end
     end
   end
