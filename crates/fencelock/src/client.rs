@@ -77,7 +77,7 @@ impl Client {
     ) -> Result<Client> {
         observe::describe();
         let nodes = Arc::new(nodes);
-        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
+        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch, options.drift);
         let notifier = Notifier::spawn_all(sources, Timing::of(&options));
         Ok(Client {
             shared: Arc::new(Shared {

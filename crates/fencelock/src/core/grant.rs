@@ -400,7 +400,6 @@ impl<'a, K: Kind> Attempt<'a, K> {
         let lock = grant.lock();
         let lease = Arc::new(LeaseState::new(
             lock.lease.duration(),
-            lock.lease_ms,
             lock.shared.options.drift,
             sent_at,
             Hold::granted(&lock.name, K::NAME, first_fence(&fences)),

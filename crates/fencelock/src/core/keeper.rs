@@ -13,10 +13,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::core::holds::Release;
-use crate::core::lease::{LeaseState, Lost};
+use crate::core::lease::{valid_until, LeaseState, Lost};
 use crate::core::nodes::{Nodes, Request};
 use crate::core::observe::Renewing;
 use crate::core::EXPIRIES;
+use crate::options::{self, Drift};
 use crate::race::{self, Branch};
 use crate::transport::conn::Slot;
 use crate::transport::script::Lua;
@@ -44,7 +45,7 @@ impl RenewKind {
         match self {
             RenewKind::Value => "v",
             RenewKind::HashField => "h",
-            RenewKind::HashExpiry => "he",
+            RenewKind::HashExpiry => "e",
             RenewKind::ZsetExpiry => "z",
         }
     }
@@ -90,9 +91,9 @@ pub(crate) struct Keeper {
 
 impl Keeper {
     /// Starts the task on the current tokio runtime. It ends when every handle is gone.
-    pub(crate) fn spawn(nodes: Arc<Nodes>, batch: usize) -> Keeper {
+    pub(crate) fn spawn(nodes: Arc<Nodes>, batch: usize, drift: Drift) -> Keeper {
         let (commands, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(rx, nodes, batch));
+        tokio::spawn(run(rx, nodes, batch, drift));
         Keeper { commands }
     }
 
@@ -206,16 +207,63 @@ async fn finish(
     }
 }
 
-/// A lease renewed by the keeper, kept in a slab so that a renewal touches it by index: its
-/// keys and arguments encoded once, at watch time.
+/// A lease renewed by the keeper, kept in a slab so that a renewal touches it by index, its
+/// keys and arguments encoded once, at watch time: a renewal reads the entry and its encoded
+/// keys, and the lease itself only when the answer comes.
 struct Entry {
+    /// The lease's id, kept here so that telling a reused slot apart reads no lease.
+    id: u64,
     lease: Arc<LeaseState>,
-    /// Each key the batch renewal checks and extends, with the shard it lives on.
-    keys: Vec<(Vec<u8>, Option<Slot>)>,
-    /// Each key's arguments, `kind`, `member`, `lease ms`, in the order of `keys`.
-    arguments: Vec<[Vec<u8>; 3]>,
+    /// The first key (most leases have one), then any others.
+    first: Encoded,
+    more: Vec<Encoded>,
     /// Whether a renewal of it is in flight.
     renewing: Option<Renewing>,
+}
+
+/// One key the batch renewal checks and extends, and its argument (its kind's code followed by
+/// its member), in one buffer; with the shard the key lives on.
+struct Encoded {
+    bytes: Box<[u8]>,
+    key_len: usize,
+    shard: Option<Slot>,
+}
+
+impl Encoded {
+    fn new(renewal: &Renewal, shard: Option<Slot>) -> Encoded {
+        let bytes = [
+            renewal.key.as_slice(),
+            renewal.kind.code().as_bytes(),
+            renewal.member.as_bytes(),
+        ]
+        .concat();
+        Encoded {
+            bytes: bytes.into_boxed_slice(),
+            key_len: renewal.key.len(),
+            shard,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len]
+    }
+
+    fn argument(&self) -> &[u8] {
+        &self.bytes[self.key_len..]
+    }
+}
+
+impl Entry {
+    fn keys(&self) -> impl Iterator<Item = &Encoded> {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    fn key(&self, index: usize) -> Option<&Encoded> {
+        match index {
+            0 => Some(&self.first),
+            _ => self.more.get(index - 1),
+        }
+    }
 }
 
 /// Where a lease sits in the schedule: its slot in the slab and its id, so that a slot reused
@@ -226,10 +274,16 @@ struct Place {
     id: u64,
 }
 
-/// The result of one batch call: when it was sent, which leases it covered, and for each lease
-/// whether enough nodes renewed every one of its keys (`Some(true)`), enough nodes no longer
-/// hold it (`Some(false)`), or too few answered to tell (`None`).
-type BatchOutcome = (Instant, Vec<Place>, Vec<Option<bool>>);
+/// The result of one batch call: when it was sent, which leases it covered (all of one
+/// length), and for each lease whether enough nodes renewed every one of its keys
+/// (`Some(true)`), enough nodes no longer hold it (`Some(false)`), or too few answered to tell
+/// (`None`).
+struct BatchOutcome {
+    sent_at: Instant,
+    lease: Duration,
+    places: Vec<Place>,
+    verdicts: Vec<Option<bool>>,
+}
 
 /// One node's answer for one lease from its per-key replies (`None` for a key whose call
 /// failed): renewed when every key was, lost when any key is no longer held, unknown otherwise.
@@ -304,7 +358,7 @@ async fn ask_calls(nodes: &Arc<Nodes>, calls: Vec<Call>, keys: usize) -> Vec<Vec
 struct Schedule {
     /// Per renewal period (a third of the lease), the leases in due order.
     queues: Vec<(Duration, VecDeque<(Instant, Place)>)>,
-    retries: BTreeSet<(Instant, Place)>,
+    retries: BTreeSet<(Instant, Duration, Place)>,
 }
 
 impl Schedule {
@@ -319,8 +373,8 @@ impl Schedule {
         self.queues[at].1.push_back((due, place));
     }
 
-    fn retry(&mut self, due: Instant, place: Place) {
-        self.retries.insert((due, place));
+    fn retry(&mut self, period: Duration, due: Instant, place: Place) {
+        self.retries.insert((due, period, place));
     }
 
     /// When the next lease is due.
@@ -330,7 +384,7 @@ impl Schedule {
             .iter()
             .filter_map(|(_, q)| q.front().map(|(due, _)| *due));
         queued
-            .chain(self.retries.first().map(|(due, _)| *due))
+            .chain(self.retries.first().map(|(due, ..)| *due))
             .min()
     }
 
@@ -338,21 +392,30 @@ impl Schedule {
     /// twelfth of the lease), so that leases taken at nearby moments share one call. A lease
     /// queued slightly out of order (its grant's reply came late) waits at most for the one
     /// before it.
-    fn take_due(&mut self, now: Instant, due: &mut Vec<Place>) {
+    /// Each lease length's leases due go together, since one call renews leases of one
+    /// length; a retry is sent with the leases of its length.
+    fn take_due(&mut self, now: Instant, due: &mut Vec<(Duration, Vec<Place>)>) {
         for (period, queue) in &mut self.queues {
             let horizon = now + *period / 4;
+            let mut places = Vec::new();
             while queue.front().is_some_and(|(at, _)| *at <= horizon) {
                 if let Some((_, place)) = queue.pop_front() {
-                    due.push(place);
+                    places.push(place);
                 }
             }
+            if !places.is_empty() {
+                due.push((*period, places));
+            }
         }
-        while let Some(&(at, place)) = self.retries.first() {
+        while let Some(&(at, period, place)) = self.retries.first() {
             if at > now {
                 break;
             }
             self.retries.pop_first();
-            due.push(place);
+            match due.iter_mut().find(|(p, _)| *p == period) {
+                Some((_, places)) => places.push(place),
+                None => due.push((period, vec![place])),
+            }
         }
     }
 }
@@ -360,6 +423,7 @@ impl Schedule {
 struct Renewals {
     nodes: Arc<Nodes>,
     batch: usize,
+    drift: Drift,
     /// Every lease watched, by slot; `free` lists the empty slots.
     slots: Vec<Option<Entry>>,
     free: Vec<usize>,
@@ -369,10 +433,16 @@ struct Renewals {
     in_flight: JoinSet<BatchOutcome>,
 }
 
-async fn run(mut commands: mpsc::UnboundedReceiver<Command>, nodes: Arc<Nodes>, batch: usize) {
+async fn run(
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    nodes: Arc<Nodes>,
+    batch: usize,
+    drift: Drift,
+) {
     let mut renewals = Renewals {
         nodes,
         batch,
+        drift,
         slots: Vec::new(),
         free: Vec::new(),
         by_id: HashMap::new(),
@@ -446,25 +516,19 @@ async fn sleep_until_due(due: Option<Instant>) {
 impl Renewals {
     fn watch(&mut self, watched: Watched) {
         let id = watched.lease.id();
-        let lease_ms = watched.lease.lease_ms().to_string().into_bytes();
-        let first = self.nodes.first();
+        let conn = self.nodes.first();
+        let mut encoded = watched
+            .renewals
+            .iter()
+            .map(|r| Encoded::new(r, conn.shard_of(&r.key)));
+        // Every kind renews at least one key.
+        let Some(first) = encoded.next() else {
+            return;
+        };
         let entry = Entry {
-            keys: watched
-                .renewals
-                .iter()
-                .map(|r| (r.key.clone(), first.shard_of(&r.key)))
-                .collect(),
-            arguments: watched
-                .renewals
-                .iter()
-                .map(|r| {
-                    [
-                        r.kind.code().as_bytes().to_vec(),
-                        r.member.as_bytes().to_vec(),
-                        lease_ms.clone(),
-                    ]
-                })
-                .collect(),
+            id,
+            first,
+            more: encoded.collect(),
             lease: watched.lease,
             renewing: None,
         };
@@ -504,16 +568,18 @@ impl Renewals {
         self.slots
             .get_mut(place.slot)?
             .as_mut()
-            .filter(|entry| entry.lease.id() == place.id)
+            .filter(|entry| entry.id == place.id)
     }
 
-    /// Sends every lease that is due (see [`Schedule::take_due`]), in batches.
+    /// Sends every lease that is due (see [`Schedule::take_due`]), in batches of one length.
     fn send_due(&mut self) {
         let mut due = Vec::new();
         self.schedule.take_due(Instant::now(), &mut due);
-        due.retain(|&place| self.entry(place).is_some_and(|e| e.renewing.is_none()));
-        for chunk in due.chunks(self.batch) {
-            self.send_batch(chunk.to_vec());
+        for (period, mut places) in due {
+            places.retain(|&place| self.entry(place).is_some_and(|e| e.renewing.is_none()));
+            for chunk in places.chunks(self.batch) {
+                self.send_batch(period * 3, chunk.to_vec());
+            }
         }
     }
 
@@ -521,9 +587,10 @@ impl Renewals {
     /// deployment shards keys (a script may only touch keys of one slot there). Each call's
     /// reply has one entry per key, in order. The calls are `EVALSHA`s written straight from
     /// each lease's encoded keys and arguments.
-    fn send_batch(&mut self, places: Vec<Place>) {
-        // Per shard: the leases' key indices, in batch order.
-        let mut shards: Vec<(Option<Slot>, Vec<(usize, usize, usize)>)> = Vec::new();
+    fn send_batch(&mut self, lease: Duration, places: Vec<Place>) {
+        // Per shard: the leases' key indices, in batch order, and the bytes of their keys and
+        // arguments, so that each command is written once into a buffer of its size.
+        let mut shards: Vec<(Option<Slot>, Vec<(usize, usize, usize)>, usize)> = Vec::new();
         let mut keys_per_lease = Vec::with_capacity(places.len());
         let mut position = 0;
         for place in &places {
@@ -532,37 +599,43 @@ impl Renewals {
                 continue;
             };
             entry.renewing = Some(entry.lease.hold().renewing());
-            for (key, (_, shard)) in entry.keys.iter().enumerate() {
-                let at = match shards.iter().position(|(s, _)| s == shard) {
+            let mut keys = 0;
+            for (key, encoded) in entry.keys().enumerate() {
+                let (bytes, shard) = (encoded.bytes.len(), &encoded.shard);
+                keys += 1;
+                let at = match shards.iter().position(|(s, ..)| s == shard) {
                     Some(at) => at,
                     None => {
-                        shards.push((*shard, Vec::new()));
+                        shards.push((*shard, Vec::new(), 0));
                         shards.len() - 1
                     }
                 };
                 shards[at].1.push((place.slot, key, position));
+                shards[at].2 += bytes;
                 position += 1;
             }
-            keys_per_lease.push(entry.keys.len());
+            keys_per_lease.push(keys);
         }
         let script = RENEW_BATCH.plain();
+        let lease_ms = options::millis(lease);
         let calls = shards
             .into_iter()
-            .map(|(_, keys)| {
-                let mut command = redis::cmd("EVALSHA");
-                command.arg(script.get_hash()).arg(keys.len());
+            .map(|(_, keys, bytes)| {
+                let mut command = redis::Cmd::with_capacity(4 + 2 * keys.len(), bytes + 64);
+                command
+                    .arg("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(keys.len());
+                // The keys first, then the argument after the lease: EVALSHA's order.
                 for &(slot, key, _) in &keys {
-                    if let Some(entry) = &self.slots[slot] {
-                        command.arg(entry.keys[key].0.as_slice());
+                    if let Some(encoded) = self.slots[slot].as_ref().and_then(|e| e.key(key)) {
+                        command.arg(encoded.key());
                     }
                 }
+                command.arg(lease_ms);
                 for &(slot, key, _) in &keys {
-                    if let Some(entry) = &self.slots[slot] {
-                        let [kind, member, lease] = &entry.arguments[key];
-                        command
-                            .arg(kind.as_slice())
-                            .arg(member.as_slice())
-                            .arg(lease.as_slice());
+                    if let Some(encoded) = self.slots[slot].as_ref().and_then(|e| e.key(key)) {
+                        command.arg(encoded.argument());
                     }
                 }
                 Call {
@@ -575,24 +648,37 @@ impl Renewals {
         self.in_flight.spawn(async move {
             let sent_at = Instant::now();
             let answers = ask_calls(&nodes, calls, position).await;
-            (sent_at, places, verdicts(&nodes, &answers, &keys_per_lease))
+            BatchOutcome {
+                sent_at,
+                lease,
+                verdicts: verdicts(&nodes, &answers, &keys_per_lease),
+                places,
+            }
         });
     }
 
-    fn apply(&mut self, (sent_at, places, verdicts): BatchOutcome) {
+    fn apply(&mut self, outcome: BatchOutcome) {
+        let BatchOutcome {
+            sent_at,
+            lease: length,
+            places,
+            verdicts,
+        } = outcome;
         let now = Instant::now();
+        let period = length / 3;
+        // Every lease of the batch has one length, and the client one drift: one validity for
+        // them all.
+        let valid = valid_until(sent_at, length, self.drift);
         for (i, place) in places.into_iter().enumerate() {
             let Some(entry) = self.entry(place) else {
                 continue;
             };
-            let lease = Arc::clone(&entry.lease);
-            let renewing = entry.renewing.take();
+            // Borrowed, not cloned: a clone's reference count is a write to a line the
+            // holder's task shares, and at scale that miss costs more than the rest.
+            let lease = &*entry.lease;
             let verdict = verdicts.get(i).copied().flatten();
-            let period = lease.lease() / 3;
             let next = match verdict {
-                Some(true) if lease.renewed(sent_at, lease.lease()) => {
-                    Some((sent_at + period, false))
-                }
+                Some(true) if lease.renewed_until(now, valid) => Some((sent_at + period, false)),
                 Some(true) => None,
                 Some(false) => {
                     lease.mark_lost(Lost::Revoked);
@@ -609,12 +695,12 @@ impl Renewals {
                     Some((now + wait, true))
                 }
             };
-            if let Some(renewing) = renewing {
+            if let Some(renewing) = entry.renewing.take() {
                 renewing.ended(verdict == Some(true), lease.is_lost());
             }
             match next {
                 Some((due, false)) => self.schedule.push(period, due, place),
-                Some((due, true)) => self.schedule.retry(due, place),
+                Some((due, true)) => self.schedule.retry(period, due, place),
                 None => {
                     self.by_id.remove(&place.id);
                     self.vacate(place.slot);
@@ -648,19 +734,26 @@ mod tests {
         schedule.push(ms(300), start + ms(200), place(1));
         schedule.push(ms(3_000), start + ms(150), place(2));
         schedule.push(ms(300), start + ms(400), place(3));
-        schedule.retry(start + ms(50), place(4));
+        schedule.retry(ms(300), start + ms(50), place(4));
         assert_eq!(schedule.next(), Some(start + ms(50)));
         let mut due = Vec::new();
         schedule.take_due(start + ms(60), &mut due);
-        // The 300 ms queue reaches 75 ms ahead, the 3 s one 750 ms; the retry by its time.
-        assert_eq!(due, [place(0), place(2), place(4)]);
+        // The 300 ms queue reaches 75 ms ahead, the 3 s one 750 ms; the retry by its time,
+        // with the leases of its length.
+        assert_eq!(
+            due,
+            [
+                (ms(300), vec![place(0), place(4)]),
+                (ms(3_000), vec![place(2)])
+            ]
+        );
         assert_eq!(schedule.next(), Some(start + ms(200)));
         due.clear();
         schedule.take_due(start + ms(130), &mut due);
-        assert_eq!(due, [place(1)]);
+        assert_eq!(due, [(ms(300), vec![place(1)])]);
         due.clear();
         schedule.take_due(start + ms(400), &mut due);
-        assert_eq!(due, [place(3)]);
+        assert_eq!(due, [(ms(300), vec![place(3)])]);
         assert_eq!(schedule.next(), None);
     }
 
@@ -694,49 +787,28 @@ mod tests {
         let renewed: String = RENEW_BATCH
             .plain()
             .key("v:{1}")
-            .arg("v")
-            .arg("a:")
-            .arg(30_000)
             .key("v:{2}")
-            .arg("v")
-            .arg("a:")
-            .arg(30_000)
             .key("v:{3}")
-            .arg("v")
-            .arg("a:")
-            .arg(30_000)
             .key("v:{4}")
-            .arg("v")
-            .arg("a:")
-            .arg(30_000)
             .key("h:{1}")
-            .arg("h")
-            .arg("a:")
-            .arg(30_000)
             .key("h:{1}")
-            .arg("h")
-            .arg("c:")
-            .arg(30_000)
             .key("he:{1}")
-            .arg("he")
-            .arg("a:")
-            .arg(30_000)
             .key("z:{1}")
-            .arg("z")
-            .arg("a:")
-            .arg(30_000)
             .key("z:{1}")
-            .arg("z")
-            .arg("c:")
-            .arg(30_000)
             .key("he:{1}")
-            .arg("he")
-            .arg("b:")
-            .arg(30_000)
             .key("z:{1}")
-            .arg("z")
-            .arg("b:")
             .arg(30_000)
+            .arg("va:")
+            .arg("va:")
+            .arg("va:")
+            .arg("va:")
+            .arg("ha:")
+            .arg("hc:")
+            .arg("ea:")
+            .arg("za:")
+            .arg("zc:")
+            .arg("eb:")
+            .arg("zb:")
             .invoke_async(&mut c)
             .await
             .expect("a wrong-typed key does not fail the batch");
@@ -778,13 +850,10 @@ mod tests {
         let renewed: String = RENEW_BATCH
             .plain()
             .key("v:{5}")
-            .arg("v")
-            .arg("a:")
-            .arg(30_000)
             .key("he:{5}")
-            .arg("he")
-            .arg("a:")
             .arg(30_000)
+            .arg("va:")
+            .arg("ea:")
             .invoke_async(&mut c)
             .await
             .expect("renewal");

@@ -52,7 +52,6 @@ static NEXT_LEASE_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct LeaseState {
     id: u64,
     lease: Duration,
-    lease_ms: u64,
     drift: Drift,
     deadline: StdMutex<Instant>,
     lost: CancellationToken,
@@ -63,17 +62,10 @@ pub(crate) struct LeaseState {
 impl LeaseState {
     /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
     /// send, not the reply: the server started the lease no earlier than that.
-    pub(crate) fn new(
-        lease: Duration,
-        lease_ms: u64,
-        drift: Drift,
-        sent_at: Instant,
-        hold: Hold,
-    ) -> Self {
+    pub(crate) fn new(lease: Duration, drift: Drift, sent_at: Instant, hold: Hold) -> Self {
         LeaseState {
             id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
             lease,
-            lease_ms,
             drift,
             deadline: StdMutex::new(valid_until(sent_at, lease, drift)),
             lost: CancellationToken::new(),
@@ -88,10 +80,6 @@ impl LeaseState {
 
     pub(crate) fn lease(&self) -> Duration {
         self.lease
-    }
-
-    pub(crate) fn lease_ms(&self) -> u64 {
-        self.lease_ms
     }
 
     /// The grant as observability reports it.
@@ -116,16 +104,22 @@ impl LeaseState {
     /// lease (extensions, renewals and resent grants only lengthen it): Redis's expiry is at
     /// least every deadline a confirmation gave, whatever order they were sent and answered in.
     pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
+        self.renewed_until(Instant::now(), valid_until(sent_at, lease, self.drift))
+    }
+
+    /// [`renewed`](LeaseState::renewed), confirmed at `now`, to a validity `valid` the caller
+    /// computed (once for a batch of leases of one length).
+    pub(crate) fn renewed_until(&self, now: Instant, valid: Instant) -> bool {
         let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_lost() {
             return false;
         }
-        if Instant::now() >= *deadline {
+        if now >= *deadline {
             drop(deadline);
             self.mark_lost(Lost::Expired);
             return false;
         }
-        *deadline = (*deadline).max(valid_until(sent_at, lease, self.drift));
+        *deadline = (*deadline).max(valid);
         true
     }
 

@@ -1,12 +1,13 @@
--- Renews many leases in one call, of any primitive.
--- KEYS[i] a key; ARGV[3i-2] kind, ARGV[3i-1] member, ARGV[3i] lease ms
+-- Renews many leases of one length in one call, of any primitive.
+-- KEYS[i] a key; ARGV[1] the lease ms of every one; ARGV[i + 1] the key's kind
+-- (its first character) followed by its member
 -- Kinds, by how a primitive stores its holders:
 --   'v'  the key's string value starts with member (Mutex, FairMutex)
 --   'h'  the hash has field member (one owner per key)
---   'he' the hash field member holds that holder's expiry in server ms
+--   'e'  the hash field member holds that holder's expiry in server ms
 --        (several holders per key, each with its own lease)
 --   'z'  the sorted set has member, scored by its expiry in server ms
--- For 'he' and 'z' a holder whose own expiry has passed is no longer held,
+-- For 'e' and 'z' a holder whose own expiry has passed is no longer held,
 -- even if no acquire has purged it yet: renewing it would revive a lease
 -- that already ended.
 -- A renewal never shortens a lease: a key, or a holder's expiry, that an
@@ -32,7 +33,7 @@ local function held(kind, key, member)
     return type(value) == 'string' and string.sub(value, 1, #member) == member
   elseif kind == 'h' then
     return redis.pcall('HEXISTS', key, member) == 1
-  elseif kind == 'he' then
+  elseif kind == 'e' then
     local expiry = redis.pcall('HGET', key, member)
     return type(expiry) == 'string' and (tonumber(expiry) or 0) > server_ms()
   elseif kind == 'z' then
@@ -42,11 +43,12 @@ local function held(kind, key, member)
   return false
 end
 
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  local kind, member, lease = ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  local kind, member = string.sub(ARGV[i + 1], 1, 1), string.sub(ARGV[i + 1], 2)
   if held(kind, key, member) then
-    if kind == 'he' then
+    if kind == 'e' then
       lengthen(key, member, server_ms() + lease)
     elseif kind == 'z' then
       local expiry = server_ms() + lease
