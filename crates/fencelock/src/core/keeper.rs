@@ -590,7 +590,7 @@ impl Renewals {
     fn send_batch(&mut self, lease: Duration, places: Vec<Place>) {
         // Per shard: the leases' key indices, in batch order, and the bytes of their keys and
         // arguments, so that each command is written once into a buffer of its size.
-        let mut shards: Vec<(Option<Slot>, Vec<(usize, usize, usize)>, usize)> = Vec::new();
+        let mut shards: Vec<ShardCall> = Vec::new();
         let mut keys_per_lease = Vec::with_capacity(places.len());
         let mut position = 0;
         for place in &places {
@@ -603,15 +603,19 @@ impl Renewals {
             for (key, encoded) in entry.keys().enumerate() {
                 let (bytes, shard) = (encoded.bytes.len(), &encoded.shard);
                 keys += 1;
-                let at = match shards.iter().position(|(s, ..)| s == shard) {
+                let at = match shards.iter().position(|call| call.shard == *shard) {
                     Some(at) => at,
                     None => {
-                        shards.push((*shard, Vec::new(), 0));
+                        shards.push(ShardCall {
+                            shard: *shard,
+                            keys: Vec::new(),
+                            bytes: 0,
+                        });
                         shards.len() - 1
                     }
                 };
-                shards[at].1.push((place.slot, key, position));
-                shards[at].2 += bytes;
+                shards[at].keys.push((place.slot, key, position));
+                shards[at].bytes += bytes;
                 position += 1;
             }
             keys_per_lease.push(keys);
@@ -620,7 +624,7 @@ impl Renewals {
         let lease_ms = options::millis(lease);
         let calls = shards
             .into_iter()
-            .map(|(_, keys, bytes)| {
+            .map(|ShardCall { keys, bytes, .. }| {
                 let mut command = redis::Cmd::with_capacity(4 + 2 * keys.len(), bytes + 64);
                 command
                     .arg("EVALSHA")
@@ -708,6 +712,14 @@ impl Renewals {
             }
         }
     }
+}
+
+/// One shard's part of a batch: its leases' keys as (slot, key index, position in the batch)
+/// and the bytes of their keys and arguments.
+struct ShardCall {
+    shard: Option<Slot>,
+    keys: Vec<(usize, usize, usize)>,
+    bytes: usize,
 }
 
 /// The batch renewal's script, run directly against a real server.
