@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::keeper::Renewal;
 use crate::core::notify::Target;
@@ -56,19 +56,14 @@ pub trait Kind: Send + Sync + 'static {
     /// The acquire script for `token`. `waits`: the caller waits if refused, so a refused
     /// attempt may take a place among the waiters; `refused_before`: this token was refused
     /// before, and gives up its place when granted.
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        waits: bool,
-        refused_before: bool,
-    ) -> ScriptInvocation<'static>;
+    fn acquire(&self, token: &OwnerToken, waits: bool, refused_before: bool) -> Invocation;
 
     /// The release script for `token`: it also gives up a waiter's place.
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
+    fn release(&self, token: &OwnerToken) -> Invocation;
 
     /// The extend script for `token`. Every extend script reads a last argument `exactly` as
     /// leave to shorten the lease; without it, it only lengthens.
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
 
     /// What the batch renewal checks and extends for a grant to `token`: every key must still
     /// be held for the lease to count as renewed.
@@ -88,7 +83,7 @@ pub trait Kind: Send + Sync + 'static {
     /// On several nodes: the script that raises the fence of `token`'s grant on a node that
     /// granted it to at least `fence`, replying `1` when that node now remembers it. Only for
     /// kinds [`ON_SEVERAL_NODES`](Kind::ON_SEVERAL_NODES).
-    fn raise_fence(&self, _token: &OwnerToken, _fence: u64) -> Option<ScriptInvocation<'static>> {
+    fn raise_fence(&self, _token: &OwnerToken, _fence: u64) -> Option<Invocation> {
         None
     }
 
@@ -104,9 +99,9 @@ pub trait Grant: Send + Sync + 'static {
     /// See [`Kind::lock`].
     fn lock(&self) -> &Lock;
     /// See [`Kind::release`].
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static>;
+    fn release(&self, token: &OwnerToken) -> Invocation;
     /// See [`Kind::extend`].
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static>;
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
     /// See [`Kind::GUARD`].
     fn guard_name(&self) -> &'static str;
     /// See [`Kind::describe`].
@@ -118,11 +113,11 @@ impl<K: Kind> Grant for K {
         Kind::lock(self)
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         Kind::release(self, token)
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         Kind::extend(self, token, lease_ms)
     }
 

@@ -17,14 +17,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::FromRedisValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::holds::Release;
 use crate::error::{Error, Result};
 use crate::token::Fence;
+use crate::transport::coalesce::Coalescer;
 use crate::transport::conn::Conn;
+use crate::transport::script::{evalsha, Invocation};
 
 /// How often one request is sent in all when no decision comes because nodes failed to
 /// answer. Resending is safe because the owner token makes every script idempotent.
@@ -37,6 +39,8 @@ const RESEND_PAUSE: Duration = Duration::from_millis(20);
 /// connection's own response timeout applies).
 pub(crate) struct Nodes {
     conns: Vec<Conn>,
+    /// Each node's line of script calls, in node order.
+    lines: Vec<Arc<Coalescer>>,
     node_timeout: Option<Duration>,
 }
 
@@ -47,7 +51,7 @@ pub(crate) struct Nodes {
 pub(crate) struct Request(Arc<Sendable>);
 
 enum Sendable {
-    Script(ScriptInvocation<'static>),
+    Script(Arc<Invocation>),
     Evalsha {
         command: redis::Cmd,
         script: &'static redis::Script,
@@ -60,25 +64,26 @@ impl Request {
         Request(Arc::new(Sendable::Evalsha { command, script }))
     }
 
-    async fn invoke<T: FromRedisValue>(&self, conn: &mut Conn) -> redis::RedisResult<T> {
-        match self.0.as_ref() {
-            Sendable::Script(invocation) => invocation.invoke_async(conn).await,
-            Sendable::Evalsha { command, script } => match command.query_async(conn).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    script.prepare_invoke().load_async(conn).await?;
-                    command.query_async(conn).await
-                }
-                reply => reply,
-            },
-        }
+    /// Sends the request on `conn`; a script call goes through the node's `line`, which
+    /// coalesces it with the calls of other tasks.
+    async fn invoke<T: FromRedisValue>(
+        &self,
+        conn: &Conn,
+        line: &Arc<Coalescer>,
+    ) -> redis::RedisResult<T> {
+        let reply = match self.0.as_ref() {
+            Sendable::Script(invocation) => line.call(conn, invocation).await?,
+            Sendable::Evalsha { command, script } => {
+                evalsha(command, script, &mut conn.clone()).await?
+            }
+        };
+        Ok(T::from_redis_value(reply)?)
     }
 }
 
-impl From<ScriptInvocation<'static>> for Request {
-    fn from(invocation: ScriptInvocation<'static>) -> Request {
-        Request(Arc::new(Sendable::Script(invocation)))
+impl From<Invocation> for Request {
+    fn from(invocation: Invocation) -> Request {
+        Request(Arc::new(Sendable::Script(Arc::new(invocation))))
     }
 }
 
@@ -127,6 +132,7 @@ impl Nodes {
     pub(crate) fn single(conn: Conn) -> Nodes {
         Nodes {
             conns: vec![conn],
+            lines: vec![Arc::default()],
             node_timeout: None,
         }
     }
@@ -134,6 +140,7 @@ impl Nodes {
     /// Independent masters, each given `node_timeout` to answer; `None` without any.
     pub(crate) fn of(conns: Vec<Conn>, node_timeout: Duration) -> Option<Nodes> {
         (!conns.is_empty()).then_some(Nodes {
+            lines: conns.iter().map(|_| Arc::default()).collect(),
             conns,
             node_timeout: Some(node_timeout),
         })
@@ -190,7 +197,7 @@ impl Nodes {
     pub(crate) async fn acquire(
         &self,
         acquire: &Request,
-        raise: impl Fn(u64) -> Option<ScriptInvocation<'static>>,
+        raise: impl Fn(u64) -> Option<Invocation>,
         valid_until: impl Fn(Instant) -> Instant,
         name: &str,
     ) -> Acquisition {
@@ -257,7 +264,7 @@ impl Nodes {
     async fn fences(
         &self,
         granted: &[&[i64]],
-        raise: &impl Fn(u64) -> Option<ScriptInvocation<'static>>,
+        raise: &impl Fn(u64) -> Option<Invocation>,
         name: &str,
     ) -> Option<Vec<Fence>> {
         let names = granted.iter().map(|g| g.len() - 1).min()?;
@@ -319,11 +326,7 @@ impl Nodes {
     /// or a shutdown: sent to every node when run, and on several nodes once more after a node
     /// timeout, for acquire requests still on their way to a slow node. Answered when a
     /// majority answered the first time.
-    pub(crate) fn release_of(
-        self: &Arc<Self>,
-        release: ScriptInvocation<'static>,
-        name: String,
-    ) -> Release {
+    pub(crate) fn release_of(self: &Arc<Self>, release: Invocation, name: String) -> Release {
         let nodes = Arc::clone(self);
         let release = Request::from(release);
         Box::pin(async move {
@@ -387,19 +390,20 @@ impl Nodes {
         T: FromRedisValue + Send + 'static,
     {
         let named = |reply: redis::RedisResult<T>| reply.map_err(|e| Error::from_redis(e, name));
-        if let [conn] = self.conns.as_slice() {
+        if let ([conn], [line]) = (self.conns.as_slice(), self.lines.as_slice()) {
             // One node: its answer decides, with nothing to wait for beside it.
-            let reply = invocation.invoke::<T>(&mut conn.clone()).await;
+            let reply = invocation.invoke::<T>(conn, line).await;
             return vec![Some(named(reply))];
         }
         let (answered, mut answers_rx) = mpsc::unbounded_channel();
-        for (node, conn) in self.conns.iter().enumerate() {
+        for (node, (conn, line)) in self.conns.iter().zip(&self.lines).enumerate() {
             let request = invocation.clone();
-            let mut conn = conn.clone();
+            let conn = conn.clone();
+            let line = Arc::clone(line);
             let answered = answered.clone();
             let node_timeout = self.node_timeout;
             tokio::spawn(async move {
-                let reply = request.invoke::<T>(&mut conn);
+                let reply = request.invoke::<T>(&conn, &line);
                 let answer = match node_timeout {
                     Some(limit) => tokio::time::timeout(limit, reply).await.ok(),
                     None => Some(reply.await),

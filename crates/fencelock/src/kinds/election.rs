@@ -14,7 +14,7 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 use tokio::time::Instant;
 
 use crate::core::grant;
@@ -488,12 +488,7 @@ impl Kind for Candidate {
         &self.election.wake_channel
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        _waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let e = &self.election;
         let mut invocation = ACQUIRE.invocation(e.lock.shared.nodes.first());
         invocation
@@ -507,7 +502,7 @@ impl Kind for Candidate {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let e = &self.election;
         let mut invocation = RELEASE.invocation(e.lock.shared.nodes.first());
         invocation
@@ -519,7 +514,7 @@ impl Kind for Candidate {
     }
 
     /// The leader key's value starts with the owner token, as a mutex's does.
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let e = &self.election;
         MutexGrant::extend_value(&e.lock, &e.leader_key, token, lease_ms)
     }

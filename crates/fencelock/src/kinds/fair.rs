@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -312,12 +312,7 @@ impl Kind for FairGrant {
             .map(Vec::as_slice)
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, waits: bool, _refused_before: bool) -> Invocation {
         let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
         invocation
             .key(self.lock_key.as_slice())
@@ -331,7 +326,7 @@ impl Kind for FairGrant {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
         invocation
             .key(self.lock_key.as_slice())
@@ -345,7 +340,7 @@ impl Kind for FairGrant {
     }
 
     /// The lock's value is laid out as a mutex's, so the mutex's extension serves.
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         MutexGrant::extend_value(&self.lock, &self.lock_key, token, lease_ms)
     }
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -339,12 +339,7 @@ impl Kind for MultiGrant {
         self.members.iter().map(|m| m.wake_channel.as_slice())
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        _waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
         for member in &self.members {
             invocation.key(member.lock_key.as_slice());
@@ -356,7 +351,7 @@ impl Kind for MultiGrant {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
         invocation
             .arg(token.as_str())
@@ -372,7 +367,7 @@ impl Kind for MultiGrant {
         invocation
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let mut invocation = EXTEND.invocation(self.lock.shared.nodes.first());
         for member in &self.members {
             invocation.key(member.lock_key.as_slice());

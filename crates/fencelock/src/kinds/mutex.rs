@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -358,7 +358,7 @@ impl MutexGrant {
         lock_key: &[u8],
         token: &OwnerToken,
         lease_ms: u64,
-    ) -> ScriptInvocation<'static> {
+    ) -> Invocation {
         let mut invocation = EXTEND.invocation(lock.shared.nodes.first());
         invocation.key(lock_key).arg(token.as_str()).arg(lease_ms);
         invocation
@@ -388,12 +388,7 @@ impl Kind for MutexGrant {
             .map(Vec::as_slice)
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        waits: bool,
-        refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, waits: bool, refused_before: bool) -> Invocation {
         let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
         invocation
             .key(self.lock_key.as_slice())
@@ -407,7 +402,7 @@ impl Kind for MutexGrant {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
         invocation
             .key(self.lock_key.as_slice())
@@ -419,11 +414,11 @@ impl Kind for MutexGrant {
         invocation
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         MutexGrant::extend_value(&self.lock, &self.lock_key, token, lease_ms)
     }
 
-    fn raise_fence(&self, token: &OwnerToken, fence: u64) -> Option<ScriptInvocation<'static>> {
+    fn raise_fence(&self, token: &OwnerToken, fence: u64) -> Option<Invocation> {
         let mut invocation = RAISE.invocation(self.lock.shared.nodes.first());
         invocation
             .key(self.lock_key.as_slice())

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -370,12 +370,7 @@ impl Kind for ReentrantGrant {
         &self.mutex.wake_channel
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        _waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let m = &self.mutex;
         let mut invocation = ACQUIRE.invocation(m.lock.shared.nodes.first());
         invocation
@@ -389,7 +384,7 @@ impl Kind for ReentrantGrant {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let m = &self.mutex;
         let mut invocation = RELEASE.invocation(m.lock.shared.nodes.first());
         invocation
@@ -399,7 +394,7 @@ impl Kind for ReentrantGrant {
         invocation
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let m = &self.mutex;
         let mut invocation = EXTEND.invocation(m.lock.shared.nodes.first());
         invocation

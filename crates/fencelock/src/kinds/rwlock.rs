@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -669,12 +669,7 @@ impl<S: Side> Kind for RwGrant<S> {
         }
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, waits: bool, _refused_before: bool) -> Invocation {
         let rw = &self.rwlock;
         let marker_ms = if waits && self.leaves_marker() {
             rw.marker_ms
@@ -694,7 +689,7 @@ impl<S: Side> Kind for RwGrant<S> {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let rw = &self.rwlock;
         let mut invocation = RELEASE.invocation(rw.lock.shared.nodes.first());
         invocation
@@ -707,7 +702,7 @@ impl<S: Side> Kind for RwGrant<S> {
         invocation
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let rw = &self.rwlock;
         let mut invocation = EXTEND.invocation(rw.lock.shared.nodes.first());
         invocation

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::ScriptInvocation;
+use crate::transport::script::Invocation;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
@@ -573,12 +573,7 @@ impl Kind for PermitGrant {
         &self.semaphore.wake_channel
     }
 
-    fn acquire(
-        &self,
-        token: &OwnerToken,
-        _waits: bool,
-        _refused_before: bool,
-    ) -> ScriptInvocation<'static> {
+    fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let s = &self.semaphore;
         let mut invocation = ACQUIRE.invocation(s.lock.shared.nodes.first());
         invocation
@@ -593,7 +588,7 @@ impl Kind for PermitGrant {
         invocation
     }
 
-    fn release(&self, token: &OwnerToken) -> ScriptInvocation<'static> {
+    fn release(&self, token: &OwnerToken) -> Invocation {
         let s = &self.semaphore;
         let mut invocation = RELEASE.invocation(s.lock.shared.nodes.first());
         invocation
@@ -603,7 +598,7 @@ impl Kind for PermitGrant {
         invocation
     }
 
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> ScriptInvocation<'static> {
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let s = &self.semaphore;
         let mut invocation = EXTEND.invocation(s.lock.shared.nodes.first());
         invocation

@@ -3,6 +3,7 @@
 //! [`Conn`](conn::Conn) and never asks which kind of Redis it talks to.
 
 pub(crate) mod cluster;
+pub(crate) mod coalesce;
 pub(crate) mod conn;
 pub(crate) mod script;
 pub(crate) mod sentinel;
