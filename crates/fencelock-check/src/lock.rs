@@ -412,7 +412,8 @@ impl FencelockLock {
                 client.holder()?,
             ),
             Strategy::FencelockMultiFenced => FencelockKind::Multi(
-                client.multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?,
+                client
+                    .multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?,
             ),
             _ => FencelockKind::Mutex(client.mutex_with_options(name, options)?),
         };
