@@ -121,17 +121,24 @@ impl SentinelConn {
     /// Sends `WAIT` on the master connection of this handle's last command, and returns how
     /// many replicas acknowledged. Fails when that connection was replaced since: the new
     /// connection's `WAIT` would not cover the earlier writes.
-    pub(crate) async fn wait(&mut self, wait: &Cmd) -> RedisResult<usize> {
-        let master = self.router.master().await?;
-        if self.last_used != Some(master.generation) {
-            return Err(io_error(
-                std::io::ErrorKind::ConnectionReset,
-                "the master connection was replaced after the write; its replication is unknown",
-            ));
-        }
-        let reply = wait.query_async(&mut master.conn.clone()).await;
-        self.router.check(&master, reply.as_ref().err());
-        reply
+    ///
+    /// Boxed, as the commands of [`ConnectionLike`] are: reconnecting to the master is a deep
+    /// future, which would otherwise be nested into every acquire's future, deep enough for
+    /// the compiler to give up proving that a task awaiting a lock is `Send`.
+    pub(crate) fn wait<'a>(&'a mut self, wait: &'a Cmd) -> RedisFuture<'a, usize> {
+        Box::pin(async move {
+            let master = self.router.master().await?;
+            if self.last_used != Some(master.generation) {
+                return Err(io_error(
+                    std::io::ErrorKind::ConnectionReset,
+                    "the master connection was replaced after the write; its replication is \
+                     unknown",
+                ));
+            }
+            let reply = wait.query_async(&mut master.conn.clone()).await;
+            self.router.check(&master, reply.as_ref().err());
+            reply
+        })
     }
 }
 
