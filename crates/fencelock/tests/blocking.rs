@@ -1,6 +1,7 @@
 //! The blocking API against a real redis-server, from plain threads: exclusion, hand-off to a
 //! waiting thread, renewal while the holder blocks, release on drop, and refusal inside a
-//! tokio runtime.
+//! tokio runtime. Lock handles are the async ones; the blocking client runs their acquires
+//! (`client.lock(mutex.lock())`) and other operations (`client.block_on(...)`).
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -8,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fencelock::blocking::Client;
-use fencelock::{ClientOptions, Error, Lease, Lost, MutexOptions};
+use fencelock::{ClientOptions, Deployment, Error, Lease, LockOptions, Lost};
 use fencelock_testkit::RedisServer;
 
 fn ms(n: u64) -> Duration {
@@ -49,13 +50,16 @@ fn lock_try_lock_and_unlock_from_plain_threads() {
         let server = RedisServer::start();
         let a = client(&server);
         let b = client(&server);
-        let guard = a.mutex("job").expect("name").lock().expect("lock");
+        let guard = a.lock(a.mutex("job").expect("name").lock()).expect("lock");
         assert!(guard.is_held());
         assert_eq!(guard.name(), "job");
         let contender = b.mutex("job").expect("name");
-        let refused = thread::spawn(move || contender.try_lock())
-            .join()
-            .expect("thread");
+        let refused = thread::spawn({
+            let b = b.clone();
+            move || b.lock(contender.try_lock())
+        })
+        .join()
+        .expect("thread");
         match refused {
             Err(Error::Held { name, remaining }) => {
                 assert_eq!(name, "job");
@@ -65,7 +69,9 @@ fn lock_try_lock_and_unlock_from_plain_threads() {
         }
         let fence = guard.fence();
         guard.unlock().expect("unlock");
-        let again = b.mutex("job").expect("name").try_lock().expect("free now");
+        let again = b
+            .lock(b.mutex("job").expect("name").try_lock())
+            .expect("free now");
         assert!(again.fence() > fence);
         again.unlock().expect("unlock");
     });
@@ -83,11 +89,14 @@ fn contending_threads_never_overlap() {
         let sections = Arc::new(StdMutex::new(Vec::new()));
         let threads: Vec<_> = (0..THREADS)
             .map(|i| {
-                let mutex = clients[i % 2].mutex("counter").expect("name");
+                let client = clients[i % 2].clone();
+                let mutex = client.mutex("counter").expect("name");
                 let sections = Arc::clone(&sections);
                 thread::spawn(move || {
                     for _ in 0..ROUNDS {
-                        let guard = mutex.lock_timeout(Duration::from_secs(20)).expect("lock");
+                        let guard = client
+                            .lock(mutex.lock_timeout(Duration::from_secs(20)))
+                            .expect("lock");
                         let start = Instant::now();
                         thread::sleep(ms(5));
                         let end = Instant::now();
@@ -120,10 +129,12 @@ fn a_waiting_thread_is_woken_by_a_release_in_another() {
         let options = ClientOptions::default().wake_fallback(Duration::from_secs(30));
         let holder = client(&server);
         let waiting = client_with(&server, options);
-        let guard = holder.mutex("handoff").expect("name").lock().expect("lock");
+        let guard = holder
+            .lock(holder.mutex("handoff").expect("name").lock())
+            .expect("lock");
         let mutex = waiting.mutex("handoff").expect("name");
         let waiter = thread::spawn(move || {
-            let guard = mutex.lock().expect("lock after the release");
+            let guard = waiting.lock(mutex.lock()).expect("lock after the release");
             let woken = Instant::now();
             guard.unlock().expect("unlock");
             woken
@@ -150,11 +161,13 @@ fn the_lease_is_renewed_while_the_holding_thread_sleeps() {
         let server = RedisServer::start();
         let a = client(&server);
         let b = client(&server);
-        let options = MutexOptions::default().lease(Lease::Renewed(ms(300)));
+        let options = LockOptions::default().lease(Lease::Renewed(ms(300)));
         let guard = a
-            .mutex_with_options("renewed", options)
-            .expect("name")
-            .lock()
+            .lock(
+                a.mutex_with_options("renewed", options)
+                    .expect("name")
+                    .lock(),
+            )
             .expect("lock");
         // The holding thread blocks on something else for several leases.
         thread::sleep(ms(1500));
@@ -162,7 +175,7 @@ fn the_lease_is_renewed_while_the_holding_thread_sleeps() {
         assert!(guard.valid_until() > Instant::now());
         assert_eq!(guard.wait_lost(ms(100)).expect("outside a runtime"), None);
         assert!(matches!(
-            b.mutex("renewed").expect("name").try_lock(),
+            b.lock(b.mutex("renewed").expect("name").try_lock()),
             Err(Error::Held { .. })
         ));
         guard.unlock().expect("still held at the end");
@@ -174,9 +187,9 @@ fn a_fixed_lease_runs_out_and_extend_moves_it() {
     within(Duration::from_secs(20), || {
         let server = RedisServer::start();
         let c = client(&server);
-        let options = MutexOptions::default().lease(Lease::Fixed(ms(300)));
+        let options = LockOptions::default().lease(Lease::Fixed(ms(300)));
         let mutex = c.mutex_with_options("fixed", options).expect("name");
-        let guard = mutex.lock().expect("lock");
+        let guard = c.lock(mutex.lock()).expect("lock");
         guard.extend(ms(1000)).expect("extend while held");
         thread::sleep(ms(500));
         assert!(guard.is_held(), "the extension outlives the first lease");
@@ -188,8 +201,8 @@ fn a_fixed_lease_runs_out_and_extend_moves_it() {
         );
         assert!(!guard.is_held());
         // The guard gives up a little before Redis does (the drift allowance).
-        let next = mutex
-            .lock_timeout(Duration::from_secs(1))
+        let next = c
+            .lock(mutex.lock_timeout(Duration::from_secs(1)))
             .expect("free after the lease");
         assert!(matches!(guard.unlock(), Err(Error::NotHeld { .. })));
         next.unlock().expect("unlock");
@@ -201,11 +214,13 @@ fn a_deleted_lock_is_reported_lost() {
     within(Duration::from_secs(20), || {
         let server = RedisServer::start();
         let c = client(&server);
-        let options = MutexOptions::default().lease(Lease::Renewed(ms(300)));
+        let options = LockOptions::default().lease(Lease::Renewed(ms(300)));
         let guard = c
-            .mutex_with_options("revoked", options)
-            .expect("name")
-            .lock()
+            .lock(
+                c.mutex_with_options("revoked", options)
+                    .expect("name")
+                    .lock(),
+            )
             .expect("lock");
         server.cli(&["DEL", "fencelock:{revoked}:mutex"]);
         assert_eq!(
@@ -225,10 +240,12 @@ fn dropping_a_guard_frees_the_lock_before_drop_returns() {
         let b = client(&server);
         let mutex = b.mutex("dropped").expect("name");
         for _ in 0..5 {
-            let guard = a.mutex("dropped").expect("name").lock().expect("lock");
-            assert!(matches!(mutex.try_lock(), Err(Error::Held { .. })));
+            let guard = a
+                .lock(a.mutex("dropped").expect("name").lock())
+                .expect("lock");
+            assert!(matches!(b.lock(mutex.try_lock()), Err(Error::Held { .. })));
             drop(guard);
-            let next = mutex.try_lock().expect("released by the drop");
+            let next = b.lock(mutex.try_lock()).expect("released by the drop");
             next.unlock().expect("unlock");
         }
     });
@@ -240,7 +257,9 @@ fn dropping_a_guard_while_redis_is_paused_returns_in_bounded_time() {
         let server = RedisServer::start();
         let options = ClientOptions::default().response_timeout(ms(200));
         let c = client_with(&server, options);
-        let guard = c.mutex("paused").expect("name").lock().expect("lock");
+        let guard = c
+            .lock(c.mutex("paused").expect("name").lock())
+            .expect("lock");
         server.pause();
         let started = Instant::now();
         drop(guard);
@@ -251,7 +270,7 @@ fn dropping_a_guard_while_redis_is_paused_returns_in_bounded_time() {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mutex = c.mutex("other").expect("name");
         loop {
-            match mutex.try_lock() {
+            match c.lock(mutex.try_lock()) {
                 Ok(guard) => break guard.unlock().expect("unlock"),
                 Err(e) if e.is_unavailable() && Instant::now() < deadline => thread::sleep(ms(50)),
                 Err(e) => panic!("after the pause: {e}"),
@@ -261,15 +280,16 @@ fn dropping_a_guard_while_redis_is_paused_returns_in_bounded_time() {
 }
 
 #[test]
-fn handles_and_guards_outlive_their_client() {
+fn guards_outlive_their_client() {
     within(Duration::from_secs(20), || {
         let server = RedisServer::start();
         let c = client(&server);
-        let options = MutexOptions::default().lease(Lease::Renewed(ms(300)));
+        let options = LockOptions::default().lease(Lease::Renewed(ms(300)));
         let mutex = c.mutex_with_options("orphan", options).expect("name");
+        let guard = c.lock(mutex.lock()).expect("lock");
         drop(c);
-        let guard = mutex.lock().expect("the runtime lives on with the handle");
         drop(mutex);
+        // The guard keeps the client's runtime, which goes on renewing.
         thread::sleep(ms(1000));
         assert!(guard.is_held(), "still renewed");
         guard.unlock().expect("unlock");
@@ -282,8 +302,9 @@ fn calls_inside_a_runtime_are_refused_not_blocked() {
         let server = RedisServer::start();
         let c = client(&server);
         let mutex = c.mutex("in-async").expect("name");
-        let outside = mutex.lock().expect("lock outside a runtime");
+        let outside = c.lock(mutex.lock()).expect("lock outside a runtime");
         let url = server.url();
+        let inside = c.clone();
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -295,7 +316,15 @@ fn calls_inside_a_runtime_are_refused_not_blocked() {
                 Client::connect(url.as_str()),
                 Err(Error::BlockingInAsync)
             ));
-            assert!(matches!(mutex.try_lock(), Err(Error::BlockingInAsync)));
+            assert!(matches!(
+                inside.lock(mutex.try_lock()),
+                Err(Error::BlockingInAsync)
+            ));
+            assert!(matches!(
+                inside.block_on(inside.locks("*")),
+                Err(Error::BlockingInAsync)
+            ));
+            assert!(matches!(inside.shutdown(), Err(Error::BlockingInAsync)));
             assert!(matches!(
                 outside.wait_lost(ms(10)),
                 Err(Error::BlockingInAsync)
@@ -305,14 +334,15 @@ fn calls_inside_a_runtime_are_refused_not_blocked() {
                 Err(Error::BlockingInAsync)
             ));
             let in_task = tokio::spawn(async move {
-                let refused = mutex.lock();
-                (mutex, refused.map(drop))
+                let refused = inside.lock(mutex.lock());
+                (inside, mutex, refused.map(drop))
             });
-            let (mutex, refused) = in_task.await.expect("task");
+            let (inside, mutex, refused) = in_task.await.expect("task");
             assert!(matches!(refused, Err(Error::BlockingInAsync)));
-            let refused = tokio::task::spawn_blocking(move || mutex.try_lock().map(drop))
-                .await
-                .expect("blocking task");
+            let refused =
+                tokio::task::spawn_blocking(move || inside.lock(mutex.try_lock()).map(drop))
+                    .await
+                    .expect("blocking task");
             assert!(matches!(refused, Err(Error::BlockingInAsync)));
             // Still held: none of the refused calls touched it.
             assert!(outside.is_held());
@@ -327,9 +357,7 @@ fn calls_inside_a_runtime_are_refused_not_blocked() {
         // dropped inside a runtime, it releases in the background too; the client drops
         // without a panic, its runtime finishing those releases first.
         let permit = c
-            .semaphore("in-async", 1)
-            .expect("name")
-            .acquire()
+            .lock(c.semaphore("in-async", 1).expect("name").acquire())
             .expect("permit");
         let async_mutex = async_client.mutex("in-async").expect("name");
         let async_semaphore = async_client.semaphore("in-async", 1).expect("name");
@@ -372,24 +400,27 @@ fn a_reentrant_mutex_is_granted_again_to_its_holder_only() {
         let c = client(&server);
         let lock = c.reentrant_mutex("ledger").expect("name");
         let (me, other) = (c.holder().expect("holder"), c.holder().expect("holder"));
-        let outer = lock.lock(&me).expect("lock");
+        let outer = c.lock(lock.lock(&me)).expect("lock");
         let inner = {
-            let (lock, me) = (lock.clone(), me.clone());
-            thread::spawn(move || lock.try_lock(&me))
+            let (c, lock, me) = (c.clone(), lock.clone(), me.clone());
+            thread::spawn(move || c.lock(lock.try_lock(&me)))
                 .join()
                 .expect("thread")
         }
         .expect("the same holder, from another thread");
         assert_eq!(inner.fence(), outer.fence());
-        assert!(matches!(lock.try_lock(&other), Err(Error::Held { .. })));
+        assert!(matches!(
+            c.lock(lock.try_lock(&other)),
+            Err(Error::Held { .. })
+        ));
         drop(inner);
         assert!(
-            matches!(lock.try_lock(&other), Err(Error::Held { .. })),
+            matches!(c.lock(lock.try_lock(&other)), Err(Error::Held { .. })),
             "the outer hold keeps the lock"
         );
         outer.unlock().expect("unlock");
-        let theirs = lock
-            .lock_timeout(&other, Duration::from_secs(2))
+        let theirs = c
+            .lock(lock.lock_timeout(&other, Duration::from_secs(2)))
             .expect("free");
         theirs.unlock().expect("unlock");
     });
@@ -406,26 +437,31 @@ fn readers_share_an_rwlock_and_a_writer_waits_for_them() {
             c.holder().expect("holder"),
             c.holder().expect("holder"),
         );
-        let a = lock.read_as(&alice).expect("read");
+        let a = c.lock(lock.read_as(&alice)).expect("read");
         let b = {
-            let lock = lock.clone();
-            thread::spawn(move || lock.read_timeout_as(&bob, Duration::from_secs(2)))
+            let (c, lock) = (c.clone(), lock.clone());
+            thread::spawn(move || c.lock(lock.read_timeout_as(&bob, Duration::from_secs(2))))
                 .join()
                 .expect("thread")
         }
         .expect("a second reader at once");
         assert!(matches!(
-            lock.try_write_as(&writer),
+            c.lock(lock.try_write_as(&writer)),
             Err(Error::Held { .. })
         ));
         assert!(
-            matches!(lock.write_as(&alice), Err(Error::WouldDeadlock { .. })),
+            matches!(
+                c.lock(lock.write_as(&alice)),
+                Err(Error::WouldDeadlock { .. })
+            ),
             "a reader cannot wait to write"
         );
         let waiting = {
-            let lock = lock.clone();
+            let (c, lock) = (c.clone(), lock.clone());
             thread::spawn(move || {
-                let guard = lock.write_as(&writer).expect("write after the readers");
+                let guard = c
+                    .lock(lock.write_as(&writer))
+                    .expect("write after the readers");
                 let fence = guard.fence();
                 guard.unlock().expect("unlock");
                 (Instant::now(), fence)
@@ -456,11 +492,11 @@ fn a_semaphore_bounds_threads_to_its_permits() {
         let inside = Arc::new(StdMutex::new((0_u32, 0_u32)));
         let threads: Vec<_> = (0..THREADS)
             .map(|_| {
-                let (semaphore, inside) = (semaphore.clone(), Arc::clone(&inside));
+                let (c, semaphore, inside) = (c.clone(), semaphore.clone(), Arc::clone(&inside));
                 thread::spawn(move || {
                     for _ in 0..3 {
-                        let permit = semaphore
-                            .acquire_timeout(Duration::from_secs(20))
+                        let permit = c
+                            .lock(semaphore.acquire_timeout(Duration::from_secs(20)))
                             .expect("permit");
                         {
                             let mut inside = inside.lock().expect("count");
@@ -481,22 +517,36 @@ fn a_semaphore_bounds_threads_to_its_permits() {
         assert!(most <= PERMITS, "{most} permits held at once");
         assert!(most > 1, "permits are held side by side");
 
-        let all = semaphore.acquire_many(PERMITS).expect("every permit");
+        let all = c
+            .lock(semaphore.acquire_many(PERMITS))
+            .expect("every permit");
         assert_eq!(all.permits(), PERMITS);
-        assert!(matches!(semaphore.try_acquire(), Err(Error::Held { .. })));
-        assert_eq!(semaphore.available().expect("available"), 0);
-        semaphore.set_permits(PERMITS + 2).expect("raise");
-        assert_eq!(semaphore.permits().expect("permits"), PERMITS + 2);
-        let more = semaphore.try_acquire_many(2).expect("the raised permits");
+        assert!(matches!(
+            c.lock(semaphore.try_acquire()),
+            Err(Error::Held { .. })
+        ));
+        assert_eq!(c.block_on(semaphore.available()).expect("available"), 0);
+        c.block_on(semaphore.set_permits(PERMITS + 2))
+            .expect("raise");
+        assert_eq!(
+            c.block_on(semaphore.permits()).expect("permits"),
+            PERMITS + 2
+        );
+        let more = c
+            .lock(semaphore.try_acquire_many(2))
+            .expect("the raised permits");
         drop(more);
         drop(all);
-        assert_eq!(semaphore.available().expect("available"), PERMITS + 2);
+        assert_eq!(
+            c.block_on(semaphore.available()).expect("available"),
+            PERMITS + 2
+        );
     });
 }
 
 /// How many wait in line for the fair mutex `name`.
 fn queued(client: &Client, name: &str) -> usize {
-    let info = client.locks_named(name).expect("inspect");
+    let info = client.block_on(client.locks_named(name)).expect("inspect");
     let queued = info.first().and_then(|lock| lock.queued).unwrap_or(0);
     usize::try_from(queued).expect("a small line")
 }
@@ -508,13 +558,15 @@ fn a_fair_mutex_serves_waiting_threads_in_arrival_order() {
         let server = RedisServer::start();
         let c = client(&server);
         let mutex = c.fair_mutex("ticket-counter").expect("name");
-        let first = mutex.lock().expect("lock");
+        let first = c.lock(mutex.lock()).expect("lock");
         let served = Arc::new(StdMutex::new(Vec::new()));
         let waiters: Vec<_> = (0..WAITERS)
             .map(|i| {
-                let (mutex, served) = (mutex.clone(), Arc::clone(&served));
+                let (own, mutex, served) = (c.clone(), mutex.clone(), Arc::clone(&served));
                 let waiter = thread::spawn(move || {
-                    let guard = mutex.lock_timeout(Duration::from_secs(20)).expect("turn");
+                    let guard = own
+                        .lock(mutex.lock_timeout(Duration::from_secs(20)))
+                        .expect("turn");
                     served.lock().expect("order").push(i);
                     thread::sleep(ms(20));
                     guard.unlock().expect("unlock");
@@ -529,7 +581,7 @@ fn a_fair_mutex_serves_waiting_threads_in_arrival_order() {
             })
             .collect();
         assert!(
-            matches!(mutex.try_lock(), Err(Error::Held { .. })),
+            matches!(c.lock(mutex.try_lock()), Err(Error::Held { .. })),
             "others wait"
         );
         first.unlock().expect("unlock");
@@ -553,21 +605,27 @@ fn a_multi_mutex_holds_every_name_and_drop_frees_them() {
             transfer.names().collect::<Vec<_>>(),
             ["account:17", "account:42"]
         );
-        let guard = transfer.lock().expect("lock");
+        let guard = c.lock(transfer.lock()).expect("lock");
         assert_eq!(guard.fences().count(), 2);
-        assert!(guard.fence("account:42").is_some());
-        assert!(guard.fence("account:99").is_none());
+        assert!(guard.fence_of("account:42").is_some());
+        assert!(guard.fence_of("account:99").is_none());
         let one = c.mutex("account:42").expect("name");
-        assert!(matches!(one.try_lock(), Err(Error::Held { .. })));
+        assert!(matches!(c.lock(one.try_lock()), Err(Error::Held { .. })));
         let waiter = {
-            let transfer = transfer.clone();
-            thread::spawn(move || transfer.lock_timeout(Duration::from_secs(5)).map(drop))
+            let (c, transfer) = (c.clone(), transfer.clone());
+            thread::spawn(move || {
+                c.lock(transfer.lock_timeout(Duration::from_secs(5)))
+                    .map(drop)
+            })
         };
         thread::sleep(ms(200));
         assert!(!waiter.is_finished());
         drop(guard);
         waiter.join().expect("waiter").expect("woken by the drop");
-        one.try_lock().expect("free").unlock().expect("unlock");
+        c.lock(one.try_lock())
+            .expect("free")
+            .unlock()
+            .expect("unlock");
     });
 }
 
@@ -576,23 +634,32 @@ fn inspection_lists_held_locks_and_force_unlock_revokes_them() {
     within(Duration::from_secs(20), || {
         let server = RedisServer::start();
         let c = client(&server);
-        assert!(c.lock_info("nightly").expect("info").is_none());
-        let options = MutexOptions::default().lease(Lease::Renewed(ms(300)));
+        assert!(c.block_on(c.lock_info("nightly")).expect("info").is_none());
+        let options = LockOptions::default().lease(Lease::Renewed(ms(300)));
         let guard = c
-            .mutex_with_options("nightly", options)
-            .expect("name")
-            .lock()
+            .lock(
+                c.mutex_with_options("nightly", options)
+                    .expect("name")
+                    .lock(),
+            )
             .expect("lock");
         let permit = c
-            .semaphore("nightly", 2)
-            .expect("name")
-            .acquire()
+            .lock(c.semaphore("nightly", 2).expect("name").acquire())
             .expect("permit");
-        let info = c.lock_info("nightly").expect("info").expect("held");
+        let info = c
+            .block_on(c.lock_info("nightly"))
+            .expect("info")
+            .expect("held");
         assert_eq!(info.fence, Some(guard.fence()));
-        assert_eq!(c.locks("night*").expect("locks").len(), 2);
-        assert_eq!(c.locks_named("nightly").expect("locks").len(), 2);
-        assert_eq!(c.force_unlock("nightly").expect("force").len(), 2);
+        assert_eq!(c.block_on(c.locks("night*")).expect("locks").len(), 2);
+        assert_eq!(
+            c.block_on(c.locks_named("nightly")).expect("locks").len(),
+            2
+        );
+        assert_eq!(
+            c.block_on(c.force_unlock("nightly")).expect("force").len(),
+            2
+        );
         assert_eq!(
             guard
                 .wait_lost(Duration::from_secs(3))
@@ -600,7 +667,7 @@ fn inspection_lists_held_locks_and_force_unlock_revokes_them() {
             Some(Lost::Revoked)
         );
         assert!(matches!(permit.release(), Err(Error::NotHeld { .. })));
-        assert!(c.locks("*").expect("locks").is_empty());
+        assert!(c.block_on(c.locks("*")).expect("locks").is_empty());
     });
 }
 
@@ -609,10 +676,12 @@ fn a_redlock_client_offers_its_mutex_and_refuses_the_rest() {
     within(Duration::from_secs(30), || {
         let servers: Vec<_> = (0..3).map(|_| RedisServer::start()).collect();
         let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-        let c = Client::connect_redlock(urls).expect("connect");
-        let guard = c.mutex("report").expect("name").lock().expect("lock");
+        let c = Client::connect(Deployment::redlock(urls).expect("addresses")).expect("connect");
+        let guard = c
+            .lock(c.mutex("report").expect("name").lock())
+            .expect("lock");
         assert!(matches!(
-            c.mutex("report").expect("name").try_lock(),
+            c.lock(c.mutex("report").expect("name").try_lock()),
             Err(Error::Held { .. })
         ));
         guard.unlock().expect("unlock");
@@ -624,13 +693,17 @@ fn a_redlock_client_offers_its_mutex_and_refuses_the_rest() {
 fn a_cluster_client_locks_names_on_its_masters() {
     within(Duration::from_secs(60), || {
         let cluster = fencelock_testkit::RedisCluster::start();
-        let a = Client::connect_cluster(cluster.urls()).expect("connect");
-        let b = Client::connect_cluster(cluster.urls()).expect("connect");
+        let nodes = || Deployment::cluster(cluster.urls()).expect("addresses");
+        let a = Client::connect(nodes()).expect("connect");
+        let b = Client::connect(nodes()).expect("connect");
         for name in ["report", "invoices", "lottery"] {
-            let guard = a.mutex(name).expect("name").lock().expect("lock");
+            let guard = a.lock(a.mutex(name).expect("name").lock()).expect("lock");
             let waiter = {
-                let mutex = b.mutex(name).expect("name");
-                thread::spawn(move || mutex.lock_timeout(Duration::from_secs(10)).map(drop))
+                let (b, mutex) = (b.clone(), b.mutex(name).expect("name"));
+                thread::spawn(move || {
+                    b.lock(mutex.lock_timeout(Duration::from_secs(10)))
+                        .map(drop)
+                })
             };
             thread::sleep(ms(100));
             assert!(!waiter.is_finished(), "{name} is held");
@@ -647,14 +720,12 @@ fn a_cluster_client_locks_names_on_its_masters() {
 fn a_sentinel_client_locks_on_the_master() {
     within(Duration::from_secs(60), || {
         let group = fencelock_testkit::SentinelGroup::start();
-        let c =
-            Client::connect_sentinel(group.sentinel_urls(), group.service_name()).expect("connect");
+        let sentinels = Deployment::sentinel(group.sentinel_urls(), group.service_name());
+        let c = Client::connect(sentinels.expect("addresses")).expect("connect");
         let permit = c
-            .semaphore("exports", 1)
-            .expect("name")
-            .acquire()
+            .lock(c.semaphore("exports", 1).expect("name").acquire())
             .expect("permit");
-        let info = c.locks_named("exports").expect("locks");
+        let info = c.block_on(c.locks_named("exports")).expect("locks");
         assert_eq!(info.len(), 1);
         permit.release().expect("release");
     });

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, DeploymentWarning, Error, Lease, MutexOptions};
+use fencelock::{Client, ClientOptions, Deployment, DeploymentWarning, Error, Lease, LockOptions};
 use fencelock_testkit::RedisCluster;
 
 /// Long enough that a waiter woken in time was woken by a release announcement.
@@ -23,9 +23,12 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
 
 async fn client(cluster: &RedisCluster) -> Client {
     let options = ClientOptions::default().wake_fallback(NO_FALLBACK);
-    Client::connect_cluster_with_options(cluster.urls(), options)
-        .await
-        .expect("connect to the cluster")
+    Client::connect_with_options(
+        Deployment::cluster(cluster.urls()).expect("addresses"),
+        options,
+    )
+    .await
+    .expect("connect to the cluster")
 }
 
 /// The key a mutex of `name` is stored under with the default prefix.
@@ -53,8 +56,8 @@ fn names_on_every_master(cluster: &RedisCluster, stem: &str) -> Vec<String> {
     panic!("no names found on every master: {masters:?}");
 }
 
-fn short_lease() -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(SHORT))
+fn short_lease() -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(SHORT))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,9 +318,12 @@ async fn a_multi_lock_over_several_slots_is_refused_with_a_typed_error() {
 async fn grants_wait_for_the_replica_of_their_slot() {
     let cluster = blocking(RedisCluster::start);
     let options = ClientOptions::default().wait_for_replicas(1, Duration::from_millis(500));
-    let a = Client::connect_cluster_with_options(cluster.urls(), options)
-        .await
-        .expect("connect");
+    let a = Client::connect_with_options(
+        Deployment::cluster(cluster.urls()).expect("addresses"),
+        options,
+    )
+    .await
+    .expect("connect");
     let names = blocking(|| names_on_every_master(&cluster, "acked"));
     // A replica acknowledges writes only some time after its sync: up to seconds on Valkey 8.
     for name in &names {

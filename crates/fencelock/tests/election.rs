@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::{client, client_with, ms};
 use fencelock::{
-    Client, ClientOptions, Election, Error, LeaderWatch, Lease, Lost, MutexOptions, SentinelOptions,
+    Client, ClientOptions, Deployment, Election, Error, LeaderWatch, Lease, LockOptions, Lost,
+    SentinelOptions,
 };
 use fencelock_testkit::{RedisCluster, RedisServer, SentinelGroup};
 
@@ -19,8 +20,8 @@ const NO_FALLBACK: Duration = Duration::from_secs(30);
 /// Bounds every wait of these tests.
 const LIMIT: Duration = Duration::from_secs(10);
 
-fn renewed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(lease))
+fn renewed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(lease))
 }
 
 async fn announced_only(server: &RedisServer) -> Client {
@@ -165,7 +166,7 @@ async fn an_observer_sees_every_change_in_order() {
     let fixed = c
         .election_with_options(
             "consumer",
-            MutexOptions::default().lease(Lease::Fixed(ms(500))),
+            LockOptions::default().lease(Lease::Fixed(ms(500))),
         )
         .expect("name");
     let (held, seen) = after(&mut watch, fixed.campaign("c")).await;
@@ -299,7 +300,9 @@ async fn foreign_keys_give_typed_errors_and_redlock_refuses() {
 
     let others = [RedisServer::start(), RedisServer::start()];
     let urls = [server.url(), others[0].url(), others[1].url()];
-    let redlock = Client::connect_redlock(urls).await.expect("connect");
+    let redlock = Client::connect(Deployment::redlock(urls).expect("addresses"))
+        .await
+        .expect("connect");
     assert!(matches!(
         redlock.election("x"),
         Err(Error::Unsupported { .. })
@@ -310,9 +313,12 @@ async fn foreign_keys_give_typed_errors_and_redlock_refuses() {
 async fn on_a_cluster_the_leader_is_announced_and_handed_over() {
     let cluster = tokio::task::block_in_place(RedisCluster::start);
     let options = ClientOptions::default().wake_fallback(NO_FALLBACK);
-    let c = Client::connect_cluster_with_options(cluster.urls(), options)
-        .await
-        .expect("connect");
+    let c = Client::connect_with_options(
+        Deployment::cluster(cluster.urls()).expect("addresses"),
+        options,
+    )
+    .await
+    .expect("connect");
     let elections: Vec<Election> = (0..3)
         .map(|i| c.election(format!("cluster-{i}")).expect("name"))
         .collect();
@@ -353,24 +359,38 @@ fn the_blocking_api_campaigns_observes_and_hands_over() {
     let client = fencelock::blocking::Client::connect(server.url().as_str()).expect("connect");
     let election = client.election("blocking").expect("name");
     let mut watch = election.observe();
-    assert!(watch.next_state().expect("read").is_none());
-    let first = election.campaign("a").expect("campaign");
-    let seen = watch.next_state().expect("read").expect("a leader");
+    assert!(client.block_on(watch.next()).expect("read").is_none());
+    let first = client.lock(election.campaign("a")).expect("campaign");
+    let seen = client
+        .block_on(watch.next())
+        .expect("read")
+        .expect("a leader");
     assert_eq!((seen.value(), seen.fence()), ("a", first.fence()));
-    assert_eq!(
-        watch.next_state_timeout(ms(200)).expect("read"),
-        None,
-        "no change"
-    );
+    // The timer is made inside the client's runtime: outside any, tokio's timers panic.
+    let unchanged = client.block_on(async {
+        match tokio::time::timeout(ms(200), watch.next()).await {
+            Ok(state) => state.map(Some),
+            Err(_elapsed) => Ok(None),
+        }
+    });
+    assert_eq!(unchanged.expect("read"), None, "no change");
 
     let standby = std::thread::spawn({
-        let election = election.clone();
-        move || election.campaign("b").map(|leadership| leadership.fence())
+        let (client, election) = (client.clone(), election.clone());
+        move || {
+            client
+                .lock(election.campaign("b"))
+                .map(|leadership| leadership.fence())
+        }
     });
     std::thread::sleep(ms(200));
     first.proclaim("a2").expect("proclaim");
     assert_eq!(
-        watch.next_state().expect("read").expect("a leader").value(),
+        client
+            .block_on(watch.next())
+            .expect("read")
+            .expect("a leader")
+            .value(),
         "a2"
     );
     let before = first.fence();
@@ -383,10 +403,11 @@ fn the_blocking_api_campaigns_observes_and_hands_over() {
 async fn through_a_sentinel_failover_the_leader_keeps_leading_and_hands_over() {
     let group = tokio::task::block_in_place(SentinelGroup::start);
     let through = || async {
-        Client::connect_sentinel_with_options(
-            group.sentinel_urls(),
-            group.service_name(),
-            SentinelOptions::default(),
+        let deployment = Deployment::sentinel(group.sentinel_urls(), group.service_name())
+            .expect("addresses")
+            .sentinel_options(SentinelOptions::default());
+        Client::connect_with_options(
+            deployment,
             ClientOptions::default().wake_fallback(NO_FALLBACK),
         )
         .await
@@ -536,7 +557,7 @@ async fn a_campaign_rides_out_redis_down_for_two_seconds() {
     let mut server = RedisServer::start();
     let (a, b) = (client(&server).await, client(&server).await);
     // A short lease, so that the old leader hears of its loss within a second of the restart.
-    let options = MutexOptions::default().lease(Lease::Renewed(Duration::from_secs(3)));
+    let options = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(3)));
     let leader = a
         .election_with_options("blip", options)
         .expect("name")

@@ -18,7 +18,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{runtime, URL_ENV};
-use fencelock::{Client, ClientOptions, Election, Lease, MutexOptions};
+use fencelock::{Client, ClientOptions, Election, Lease, LockOptions};
 use fencelock_testkit::process::{
     env_var, hear, monotonic_nanos, run_scenarios, say, worker_index, worker_role, Event, Workers,
 };
@@ -241,7 +241,7 @@ fn election(client: &Client) -> Election {
     client
         .election_with_options(
             ELECTION,
-            MutexOptions::default().lease(Lease::Renewed(LEASE)),
+            LockOptions::default().lease(Lease::Renewed(LEASE)),
         )
         .expect("valid election")
 }

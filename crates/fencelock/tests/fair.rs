@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use fencelock::{ClientOptions, Error, Lease, Lost, MutexOptions};
+use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost};
 use fencelock_testkit::RedisServer;
 
-fn fixed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(lease))
+fn fixed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(lease))
 }
 
 /// Options under which a hand-off that relied on the fallback timer would show.
@@ -268,8 +268,8 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
     // As the library runs it on one server: with `PUBLISH` as the announcing command.
     let release = redis::Script::new(concat!(
         "local PUBLISH = 'PUBLISH'\n",
-        include_str!("../src/lua/mutex_value.lua"),
-        include_str!("../src/lua/fair_release.lua")
+        include_str!("../src/kinds/mutex/value.lua"),
+        include_str!("../src/kinds/fair/release.lua")
     ));
     let mut conn = redis::Client::open(server.url().as_str())
         .expect("url")
@@ -496,7 +496,7 @@ async fn renewal_keeps_the_lock_and_lost_fires_when_it_is_deleted() {
     let rival = client(&server).await;
     let lease = ms(400);
     let guard = holder
-        .fair_mutex_with_options("long", MutexOptions::default().lease(Lease::Renewed(lease)))
+        .fair_mutex_with_options("long", LockOptions::default().lease(Lease::Renewed(lease)))
         .expect("name")
         .lock()
         .await

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use common::client_with;
-use fencelock::{ClientOptions, Error, FairMutex, FairMutexGuard, Lease, MutexOptions};
+use fencelock::{ClientOptions, Error, FairMutex, FairMutexGuard, Lease, LockOptions};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -77,7 +77,7 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let server = RedisServer::start();
     // Hand-offs must come from wake-ups, never from this fallback timer.
     let options = ClientOptions::default().wake_fallback(Duration::from_secs(10));
-    let lease = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(60)));
+    let lease = LockOptions::default().lease(Lease::Fixed(Duration::from_secs(60)));
     let mut handles: Vec<FairMutex> = Vec::new();
     for _ in 0..=OWNERS {
         let c = client_with(&server, options.clone()).await;

@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, eventually, ms};
-use fencelock::{ClientOptions, DeploymentWarning, Error, Lease, Lost, MutexOptions, MIN_LEASE};
+use fencelock::{ClientOptions, DeploymentWarning, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::{Proxy, RedisServer, ServerOptions};
 
-fn fixed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(lease))
+fn fixed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(lease))
+fn renewed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(lease))
 }
 
 fn is_invalid_lease<T>(result: fencelock::Result<T>) -> bool {
@@ -794,9 +794,10 @@ async fn f24_a_missing_password_is_an_auth_failure_when_the_client_is_made() {
     let open = RedisServer::start();
     let masters = [server.url(), open.url(), down.url()];
     down.kill9();
-    let err = fencelock::Client::connect_redlock(masters)
-        .await
-        .expect_err("no password for one master");
+    let err =
+        fencelock::Client::connect(fencelock::Deployment::redlock(masters).expect("addresses"))
+            .await
+            .expect_err("no password for one master");
     assert!(err.is_auth_failure(), "{err:?}");
 }
 
@@ -812,7 +813,7 @@ async fn f25_an_unlock_refused_for_waiters_keys_of_another_type_leaves_the_lock_
         .expect("lock");
     // A waiter that gave up: the value is marked, so the unlock looks for waiters.
     let waiter = c
-        .mutex_with_options("jobs", MutexOptions::default().wait_timeout(ms(300)))
+        .mutex_with_options("jobs", LockOptions::default().wait_timeout(ms(300)))
         .expect("name")
         .lock()
         .await;

@@ -11,51 +11,13 @@
 //! The reported sequences that broke this (a long lease extended by a short one; a renewed
 //! lease extended by a long one and then renewed) are replayed on every primitive as well.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fencelock::{
-    Client, ClientOptions, Lease, LockKind, MutexOptions, RwLockOptions, SemaphoreOptions,
-};
+use fencelock::{Client, ClientOptions, Guard, Lease, LockKind, LockOptions};
 use fencelock_testkit::{Proxy, RedisServer};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What the test needs of any guard.
-trait Guard: Send + Sync {
-    fn is_held(&self) -> bool;
-    fn valid_until(&self) -> Instant;
-    fn extend(&self, lease: Duration) -> BoxFuture<'_, fencelock::Result<()>>;
-}
-
-macro_rules! guard {
-    ($($ty:ty),+) => {$(
-        impl Guard for $ty {
-            fn is_held(&self) -> bool {
-                <$ty>::is_held(self)
-            }
-            fn valid_until(&self) -> Instant {
-                <$ty>::valid_until(self)
-            }
-            fn extend(&self, lease: Duration) -> BoxFuture<'_, fencelock::Result<()>> {
-                Box::pin(<$ty>::extend(self, lease))
-            }
-        }
-    )+};
-}
-guard!(
-    fencelock::MutexGuard,
-    fencelock::FairMutexGuard,
-    fencelock::MultiMutexGuard,
-    fencelock::ReentrantMutexGuard,
-    fencelock::RwLockReadGuard,
-    fencelock::RwLockWriteGuard,
-    fencelock::SemaphorePermit
-);
 
 /// Every primitive with a guard; a read-write lock once per mode.
 #[derive(Clone, Copy, Debug)]
@@ -71,38 +33,36 @@ enum Kind {
 
 impl Kind {
     /// Takes the lock `name` (a multi-lock takes `name` and `name` + "-2").
-    async fn take(self, client: &Client, name: &str, lease: Lease) -> Box<dyn Guard> {
-        let mutex = MutexOptions::default().lease(lease);
-        let rw = RwLockOptions::default().lease(lease);
+    async fn take(self, client: &Client, name: &str, lease: Lease) -> Guard {
+        let options = LockOptions::default().lease(lease);
         match self {
             Kind::Mutex => {
-                let lock = ok(client.mutex_with_options(name, mutex));
-                Box::new(ok(lock.lock().await))
+                let lock = ok(client.mutex_with_options(name, options));
+                ok(lock.lock().await).into()
             }
             Kind::Fair => {
-                let lock = ok(client.fair_mutex_with_options(name, mutex));
-                Box::new(ok(lock.lock().await))
+                let lock = ok(client.fair_mutex_with_options(name, options));
+                ok(lock.lock().await).into()
             }
             Kind::Multi => {
-                let lock = ok(client.multi_mutex_with_options(names(name), mutex));
-                Box::new(ok(lock.lock().await))
+                let lock = ok(client.multi_mutex_with_options(names(name), options));
+                ok(lock.lock().await).into()
             }
             Kind::Reentrant => {
-                let lock = ok(client.reentrant_mutex_with_options(name, mutex));
-                Box::new(ok(lock.lock(&ok(client.holder())).await))
+                let lock = ok(client.reentrant_mutex_with_options(name, options));
+                ok(lock.lock(&ok(client.holder())).await).into()
             }
             Kind::Read => {
-                let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.read().await))
+                let lock = ok(client.rwlock_with_options(name, options));
+                ok(lock.read().await).into()
             }
             Kind::Write => {
-                let lock = ok(client.rwlock_with_options(name, rw));
-                Box::new(ok(lock.write().await))
+                let lock = ok(client.rwlock_with_options(name, options));
+                ok(lock.write().await).into()
             }
             Kind::Semaphore => {
-                let options = SemaphoreOptions::default().lease(lease);
                 let semaphore = ok(client.semaphore_with_options(name, 1, options));
-                Box::new(ok(semaphore.acquire().await))
+                ok(semaphore.acquire().await).into()
             }
         }
     }
@@ -240,7 +200,7 @@ async fn run_case(bench: &Bench, kind: Kind, lease: Lease, ops: &[Op]) -> Result
     bench.proxy.set_cut(false);
     let client = bench.holder_client().await;
     let guard = kind.take(&client, &name, lease).await;
-    check(bench, kind, &name, guard.as_ref(), "after the grant").await?;
+    check(bench, kind, &name, &guard, "after the grant").await?;
     for (step, &op) in ops.iter().enumerate() {
         match op {
             Op::Extend(ms) => {
@@ -270,14 +230,7 @@ async fn run_case(bench: &Bench, kind: Kind, lease: Lease, ops: &[Op]) -> Result
                 }
             }
         }
-        check(
-            bench,
-            kind,
-            &name,
-            guard.as_ref(),
-            &format!("step {step} ({op:?})"),
-        )
-        .await?;
+        check(bench, kind, &name, &guard, &format!("step {step} ({op:?})")).await?;
     }
     bench.proxy.set_cut(false);
     Ok(())
@@ -290,7 +243,7 @@ async fn check(
     bench: &Bench,
     kind: Kind,
     name: &str,
-    guard: &dyn Guard,
+    guard: &Guard,
     when: &str,
 ) -> Result<(), String> {
     let deadline = guard.valid_until();

@@ -7,16 +7,16 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use fencelock::{Client, ClientOptions, Error, Fence, Lease, Lost, MultiMutexGuard, MutexOptions};
+use fencelock::{Client, ClientOptions, Error, Fence, Lease, LockOptions, Lost, MultiMutexGuard};
 use fencelock_testkit::process::monotonic_nanos;
 use fencelock_testkit::{check_no_overlap, RedisServer};
 
-fn fixed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(lease))
+fn fixed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(lease))
+fn renewed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(lease))
 }
 
 fn key(name: &str) -> String {
@@ -150,8 +150,8 @@ async fn each_name_gets_its_own_rising_fence_from_mutexes_and_multi_locks_alike(
                     ["p", "q"],
                     "the caller's order"
                 );
-                assert_eq!(guard.fence("q"), Some(got[1].1));
-                assert_eq!(guard.fence("r"), None);
+                assert_eq!(guard.fence_of("q"), Some(got[1].1));
+                assert_eq!(guard.fence_of("r"), None);
                 for (name, fence) in got {
                     check(&name, fence);
                 }
@@ -642,7 +642,7 @@ async fn bad_input_gets_typed_errors_and_repeated_names_are_locked_once() {
         .lock()
         .await
         .expect("lock");
-    assert_eq!(guard.fence(b"}").map(|f| f.get() > 0), Some(true));
+    assert_eq!(guard.fence_of(b"}").map(|f| f.get() > 0), Some(true));
     guard.unlock().await.expect("unlock");
 }
 

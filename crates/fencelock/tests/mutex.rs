@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use fencelock::{ClientOptions, Error, Lease, Lost, MutexOptions, MIN_LEASE};
+use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 
-fn fixed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(lease))
+fn fixed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(lease))
+fn renewed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(lease))
 }
 
 #[tokio::test]
@@ -407,7 +407,7 @@ async fn each_release_hands_over_to_one_of_16_waiters_without_the_fallback_timer
     for _ in 0..4 {
         clients.push(client_with(&server, options.clone()).await);
     }
-    let lease = MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(30)));
+    let lease = LockOptions::default().lease(Lease::Fixed(Duration::from_secs(30)));
     let first = clients[0]
         .mutex_with_options("handoff", lease.clone())
         .expect("name")

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use fencelock::{Client, Error, Fence, Lease, MultiMutexGuard, MutexGuard, MutexOptions};
+use fencelock::{Client, Error, Fence, Lease, LockOptions, MultiMutexGuard, MutexGuard};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
@@ -155,8 +155,8 @@ struct Case {
 const BOTH: [usize; 2] = [0, 1];
 
 impl Case {
-    fn options() -> MutexOptions {
-        MutexOptions::default().lease(Lease::Fixed(LEASE))
+    fn options() -> LockOptions {
+        LockOptions::default().lease(Lease::Fixed(LEASE))
     }
 
     fn record_fence(&mut self, name: usize, fence: Fence) -> Result<(), TestCaseError> {
@@ -222,7 +222,7 @@ impl Case {
                 let granted = self.model.grant(&BOTH);
                 if let Some(guard) = guard {
                     for (i, name) in NAMES.iter().enumerate() {
-                        let fence = guard.fence(name).ok_or_else(|| fail("no fence"))?;
+                        let fence = guard.fence_of(name).ok_or_else(|| fail("no fence"))?;
                         self.record_fence(i, fence)?;
                     }
                     if let Some(grant) = granted {

@@ -24,7 +24,7 @@ use common::{
     connect_with_raw, expect_held_for, handoff, join_within, runtime, Workload, ITERATIONS_ENV,
     TASKS_ENV, URL_ENV,
 };
-use fencelock::{Client, Lease, MutexOptions};
+use fencelock::{Client, Lease, LockOptions};
 use fencelock_testkit::process::{
     env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
     Workers, DONE,
@@ -317,8 +317,8 @@ fn parse_turn(worker: usize, line: &str) -> Turn {
     Turn { asked, enter }
 }
 
-fn victim_options() -> MutexOptions {
-    MutexOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
+fn victim_options() -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::ms;
-use fencelock::{Client, ClientOptions, Error, Lease, Lost, Mutex, MutexGuard, MutexOptions};
+use fencelock::{
+    Client, ClientOptions, Deployment, Error, Lease, LockOptions, Lost, Mutex, MutexGuard,
+};
 use fencelock_testkit::{free_port, RedisServer};
 
 /// The keys a mutex named `name` uses under the default prefix.
@@ -29,7 +31,7 @@ fn urls(servers: &[RedisServer]) -> Vec<String> {
 }
 
 async fn redlock(urls: Vec<String>, options: ClientOptions) -> Client {
-    Client::connect_redlock_with_options(urls, options)
+    Client::connect_with_options(Deployment::redlock(urls).expect("addresses"), options)
         .await
         .expect("a RedLock client")
 }
@@ -40,7 +42,7 @@ fn options() -> ClientOptions {
 
 async fn held(client: &Client, name: &str, lease: Lease) -> MutexGuard {
     client
-        .mutex_with_options(name, MutexOptions::default().lease(lease))
+        .mutex_with_options(name, LockOptions::default().lease(lease))
         .expect("name")
         .lock()
         .await
@@ -156,7 +158,7 @@ async fn two_masters_down_still_lock_three_down_fail_at_the_wait_limit_with_a_ty
     let mutex = client
         .mutex_with_options(
             "survivor",
-            MutexOptions::default().lease(Lease::Renewed(ms(900))),
+            LockOptions::default().lease(Lease::Renewed(ms(900))),
         )
         .expect("name");
     let guard = mutex.lock().await.expect("3 of 5 masters grant it");
@@ -172,7 +174,7 @@ async fn two_masters_down_still_lock_three_down_fail_at_the_wait_limit_with_a_ty
     assert_eq!(lost, Lost::Expired);
 
     let waiting = client
-        .mutex_with_options("another", MutexOptions::default().wait_timeout(ms(1_500)))
+        .mutex_with_options("another", LockOptions::default().wait_timeout(ms(1_500)))
         .expect("name");
     let started = Instant::now();
     let refused = waiting.lock().await;
@@ -480,5 +482,12 @@ async fn only_the_mutex_is_offered_on_redlock() {
             "{result:?}"
         );
     }
-    assert!(Client::connect_redlock(Vec::<String>::new()).await.is_err());
+    let none = Deployment::redlock(Vec::<String>::new()).expect("no address to parse");
+    assert!(matches!(
+        Client::connect(none).await,
+        Err(Error::InvalidOption {
+            option: "masters",
+            ..
+        })
+    ));
 }

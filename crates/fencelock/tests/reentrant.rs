@@ -6,21 +6,21 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, eventually, ms};
-use fencelock::{ClientOptions, Error, Lease, Lost, MutexOptions, ReentrantMutex};
+use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, ReentrantMutex};
 use fencelock_testkit::RedisServer;
 
 /// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
 const WAIT: Duration = Duration::from_secs(10);
 
-fn bounded() -> MutexOptions {
-    MutexOptions::default().wait_timeout(WAIT)
+fn bounded() -> LockOptions {
+    LockOptions::default().wait_timeout(WAIT)
 }
 
-fn fixed(lease: Duration) -> MutexOptions {
+fn fixed(lease: Duration) -> LockOptions {
     bounded().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> MutexOptions {
+fn renewed(lease: Duration) -> LockOptions {
     bounded().lease(Lease::Renewed(lease))
 }
 

@@ -7,21 +7,21 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, eventually, ms};
-use fencelock::{Client, ClientOptions, Error, Lease, Lost, RwLock, RwLockOptions, MIN_LEASE};
+use fencelock::{Client, ClientOptions, Error, Lease, LockOptions, Lost, RwLock, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 
 /// Every wait in these tests is bounded, so that a broken lock fails them instead of hanging.
 const WAIT: Duration = Duration::from_secs(10);
 
-fn bounded() -> RwLockOptions {
-    RwLockOptions::default().wait_timeout(WAIT)
+fn bounded() -> LockOptions {
+    LockOptions::default().wait_timeout(WAIT)
 }
 
-fn fixed(lease: Duration) -> RwLockOptions {
+fn fixed(lease: Duration) -> LockOptions {
     bounded().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> RwLockOptions {
+fn renewed(lease: Duration) -> LockOptions {
     bounded().lease(Lease::Renewed(lease))
 }
 
@@ -347,8 +347,9 @@ async fn a_waiting_writer_holds_new_readers_back_only_with_preference() {
     let c = client(&server).await;
     for (name, prefer) in [("preferred", true), ("plain", false)] {
         let lock = c
-            .rwlock_with_options(name, bounded().writer_preference(prefer))
-            .expect("name");
+            .rwlock_with_options(name, bounded())
+            .expect("name")
+            .writer_preference(prefer);
         let (reader, writer, newcomer) = (holder(&c), holder(&c), holder(&c));
         let held = lock.read_as(&reader).await.expect("read");
         let waiting = tokio::spawn({

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{runtime, URL_ENV};
-use fencelock::{Client, ClientOptions, Error, Lease, RwLock, RwLockOptions};
+use fencelock::{Client, ClientOptions, Error, Lease, LockOptions, RwLock};
 use fencelock_testkit::process::{env_var, run_scenarios, say, worker_role, Workers, READY};
 use fencelock_testkit::RedisServer;
 
@@ -276,12 +276,11 @@ fn writer_among_churning_readers(name: &str, prefer: bool, rounds: usize) -> Vec
         let client = Client::connect(server.url().as_str())
             .await
             .expect("the orchestrator connects to redis");
-        let options = RwLockOptions::default()
-            .writer_preference(prefer)
-            .lease(Lease::Renewed(Duration::from_secs(5)));
+        let options = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(5)));
         let lock = client
             .rwlock_with_options(name, options)
-            .expect("valid lock");
+            .expect("valid lock")
+            .writer_preference(prefer);
         let writer = client.holder().expect("holder");
         let mut waits = Vec::with_capacity(rounds);
         for _ in 0..rounds {
@@ -366,7 +365,7 @@ fn holding_reader() {
         let client = Client::connect(url.as_str())
             .await
             .expect("the reader connects to redis");
-        let options = RwLockOptions::default().lease(Lease::Renewed(READER_LEASE));
+        let options = LockOptions::default().lease(Lease::Renewed(READER_LEASE));
         let lock = client
             .rwlock_with_options(name, options)
             .expect("valid lock");

@@ -7,15 +7,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, client_with, command_calls, ms};
-use fencelock::{ClientOptions, Error, Lease, Lost, SemaphoreOptions, MIN_LEASE};
+use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 
-fn fixed(lease: Duration) -> SemaphoreOptions {
-    SemaphoreOptions::default().lease(Lease::Fixed(lease))
+fn fixed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(lease))
 }
 
-fn renewed(lease: Duration) -> SemaphoreOptions {
-    SemaphoreOptions::default().lease(Lease::Renewed(lease))
+fn renewed(lease: Duration) -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(lease))
 }
 
 fn is_over_total(result: &fencelock::Result<fencelock::SemaphorePermit>) -> bool {

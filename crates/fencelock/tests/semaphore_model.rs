@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::client;
-use fencelock::{Error, Lease, Semaphore, SemaphoreOptions, SemaphorePermit};
+use fencelock::{Error, Lease, LockOptions, Semaphore, SemaphorePermit};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -94,7 +94,7 @@ fn outcome(result: &fencelock::Result<SemaphorePermit>) -> Result<Outcome, Strin
 
 async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let server = RedisServer::start();
-    let options = SemaphoreOptions::default().lease(Lease::Fixed(Duration::from_secs(60)));
+    let options = LockOptions::default().lease(Lease::Fixed(Duration::from_secs(60)));
     let mut handles: Vec<Semaphore> = Vec::new();
     for _ in 0..OWNERS {
         let c = client(&server).await;

@@ -14,7 +14,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
-use fencelock::{Client, Lease, SemaphoreOptions};
+use fencelock::{Client, Lease, LockOptions};
 use fencelock_testkit::process::{
     env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
     Workers, DONE,
@@ -203,8 +203,8 @@ fn killed_holders_permits_come_back_after_its_lease_not_before() {
     workers.reap_killed(0, Instant::now() + REAP_LIMIT);
 }
 
-fn victim_options() -> SemaphoreOptions {
-    SemaphoreOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
+fn victim_options() -> LockOptions {
+    LockOptions::default().lease(Lease::Renewed(VICTIM_LEASE))
 }
 
 // ---------------------------------------------------------------------------------------------

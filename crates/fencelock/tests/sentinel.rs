@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use common::ms;
-use fencelock::{Client, ClientOptions, Error, SentinelOptions};
+use fencelock::{Client, ClientOptions, Deployment, Error, SentinelOptions};
 use fencelock_testkit::{RedisServer, SentinelGroup, ServerOptions};
 
 /// Long enough that a waiter woken in time was woken by a release announcement.
@@ -31,14 +31,12 @@ fn acknowledged() -> ClientOptions {
 }
 
 async fn through(group: &SentinelGroup, options: ClientOptions) -> Client {
-    Client::connect_sentinel_with_options(
-        group.sentinel_urls(),
-        group.service_name(),
-        SentinelOptions::default(),
-        options,
-    )
-    .await
-    .expect("connect through the sentinels")
+    let deployment = Deployment::sentinel(group.sentinel_urls(), group.service_name())
+        .expect("addresses")
+        .sentinel_options(SentinelOptions::default());
+    Client::connect_with_options(deployment, options)
+        .await
+        .expect("connect through the sentinels")
 }
 
 /// The key a mutex of `name` is stored under with the default prefix.
@@ -128,14 +126,16 @@ async fn locks_through_the_sentinels_and_wakes_waiters() {
 async fn connecting_needs_a_sentinel_that_knows_the_service() {
     let none: [&str; 0] = [];
     assert!(matches!(
-        Client::connect_sentinel(none, "fencelock-test").await,
+        Client::connect(Deployment::sentinel(none, "fencelock-test").expect("no address")).await,
         Err(Error::InvalidOption {
             option: "sentinels",
             ..
         })
     ));
     let group = blocking(SentinelGroup::start);
-    let unknown = Client::connect_sentinel(group.sentinel_urls(), "no-such-service").await;
+    let unknown =
+        Deployment::sentinel(group.sentinel_urls(), "no-such-service").expect("addresses");
+    let unknown = Client::connect(unknown).await;
     assert!(
         unknown.is_err(),
         "a service no sentinel monitors was accepted"

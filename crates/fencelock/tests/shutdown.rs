@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{client, client_with, eventually};
-use fencelock::{Client, ClientOptions, Error, Lease, Lost};
+use fencelock::{Client, ClientOptions, Deployment, Error, Lease, Lost};
 use fencelock_testkit::RedisServer;
 
 /// Long enough that a lock found free was given back, not left to expire.
@@ -274,7 +274,7 @@ fn shutdown_waits_for_the_release_of_a_guard_just_dropped() {
         .expect("runtime");
     exiting.block_on(async {
         let owner = Client::connect(url.as_str()).await.expect("connect");
-        let options = fencelock::MutexOptions::default().lease(Lease::Fixed(LEASE));
+        let options = fencelock::LockOptions::default().lease(Lease::Fixed(LEASE));
         let mutex = owner.mutex_with_options("report", options).expect("name");
         drop(mutex.lock().await.expect("lock"));
         owner.shutdown().await.expect("the queued release answered");
@@ -292,7 +292,7 @@ fn shutdown_waits_for_the_release_of_a_guard_just_dropped() {
 async fn shutdown_gives_back_a_redlock_hold_on_every_master() {
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let owner = Client::connect_redlock(urls.clone())
+    let owner = Client::connect(Deployment::redlock(urls.clone()).expect("addresses"))
         .await
         .expect("redlock");
     let guard = owner
@@ -320,11 +320,14 @@ fn blocking_shutdown_gives_back_a_guard_held_by_another_thread() {
     let owner = fencelock::blocking::Client::connect(server.url().as_str()).expect("connect");
     let mutex = owner.mutex("export").expect("name");
     let (held, hold_until) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
-    let worker = std::thread::spawn(move || {
-        let guard = mutex.lock().expect("lock");
-        held.0.send(()).expect("the test waits");
-        let _ = hold_until.1.recv_timeout(PROMPTLY);
-        (guard.is_held(), guard.unlock())
+    let worker = std::thread::spawn({
+        let owner = owner.clone();
+        move || {
+            let guard = owner.lock(mutex.lock()).expect("lock");
+            held.0.send(()).expect("the test waits");
+            let _ = hold_until.1.recv_timeout(PROMPTLY);
+            (guard.is_held(), guard.unlock())
+        }
     });
     held.1
         .recv_timeout(PROMPTLY)
@@ -333,14 +336,14 @@ fn blocking_shutdown_gives_back_a_guard_held_by_another_thread() {
     owner.shutdown().expect("shutdown");
 
     let other = fencelock::blocking::Client::connect(server.url().as_str()).expect("connect");
-    let free = other.mutex("export").expect("name").try_lock();
+    let free = other.lock(other.mutex("export").expect("name").try_lock());
     free.expect("free at once").unlock().expect("unlock");
     hold_until.0.send(()).expect("the worker waits");
     let (held, unlocked) = worker.join().expect("no panic");
     assert!(!held);
     assert!(matches!(unlocked, Err(Error::Shutdown)));
     assert!(matches!(
-        owner.mutex("export").expect("name").try_lock(),
+        owner.lock(owner.mutex("export").expect("name").try_lock()),
         Err(Error::Shutdown)
     ));
 }

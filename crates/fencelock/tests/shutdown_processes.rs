@@ -18,7 +18,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::URL_ENV;
-use fencelock::{Client, Error, Lease, MutexOptions};
+use fencelock::{Client, Error, Lease, LockOptions};
 use fencelock_testkit::process::{env_var, run_scenarios, worker_role, Workers};
 use fencelock_testkit::RedisServer;
 
@@ -125,7 +125,7 @@ fn exiting_holder() {
         .expect("tokio runtime");
     runtime.block_on(async {
         let client = Client::connect(url.as_str()).await.expect("connect");
-        let options = MutexOptions::default().lease(lease);
+        let options = LockOptions::default().lease(lease);
         let mutex = client.mutex_with_options(name, options).expect("mutex");
         let _guard = mutex.try_lock().await.expect("the lock is free");
         if shutdown {

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, ms};
-use fencelock::{Client, ClientOptions, Error, LockKind, Optional, SemaphoreOptions};
+use fencelock::{Client, ClientOptions, Error, LockKind, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 
 /// How long a test waits for something that should take milliseconds, on a loaded machine.
@@ -50,7 +50,7 @@ async fn optional_turns_a_busy_lock_into_none_and_passes_other_errors_on() {
 async fn a_client_made_from_a_redis_client_locks_the_same_names() {
     let server = RedisServer::start();
     let redis = redis::Client::open(server.url().as_str()).expect("url");
-    let from_redis = Client::from_redis(&redis, ClientOptions::default())
+    let from_redis = Client::connect_with_options(&redis, ClientOptions::default())
         .await
         .expect("connect");
     let by_url = client(&server).await;
@@ -127,11 +127,11 @@ async fn a_permit_and_a_write_hold_can_be_kept_until_a_point_too() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let semaphore = c
-        .semaphore_with_options("exports", 1, SemaphoreOptions::default())
+        .semaphore_with_options("exports", 1, LockOptions::default())
         .expect("name");
     let permit = semaphore.acquire().await.expect("permit");
     let at = Instant::now() + Duration::from_secs(1);
-    permit.release_no_earlier_than(at).await.expect("kept");
+    permit.unlock_no_earlier_than(at).await.expect("kept");
     assert!(semaphore
         .try_acquire()
         .await
@@ -255,7 +255,7 @@ async fn permit_holders_are_listed_and_their_labels_go_with_their_grants() {
         fields()
     );
 
-    let short = SemaphoreOptions::default().lease(fencelock::Lease::Fixed(ms(200)));
+    let short = LockOptions::default().lease(fencelock::Lease::Fixed(ms(200)));
     let expiring = b
         .semaphore_with_options("pool", 3, short)
         .expect("name")
@@ -286,10 +286,16 @@ fn a_blocking_guard_can_be_kept_until_a_point_too() {
     let client = fencelock::blocking::Client::connect(server.url().as_str()).expect("connect");
     let mutex = client.mutex("cron:blocking").expect("name");
     let at = Instant::now() + Duration::from_secs(1);
-    let guard = mutex.lock().expect("lock");
+    let guard = client.lock(mutex.lock()).expect("lock");
     guard.unlock_no_earlier_than(at).expect("kept");
-    assert!(mutex.try_lock().optional().expect("no error").is_none());
-    let next = mutex.lock_timeout(PATIENCE).expect("free after `at`");
+    assert!(client
+        .lock(mutex.try_lock())
+        .optional()
+        .expect("no error")
+        .is_none());
+    let next = client
+        .lock(mutex.lock_timeout(PATIENCE))
+        .expect("free after `at`");
     assert!(Instant::now() >= at, "free only from `at` on");
     next.unlock().expect("unlock");
 }
