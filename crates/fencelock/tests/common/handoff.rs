@@ -13,7 +13,9 @@ use fencelock_testkit::{check_no_overlap, RedisServer};
 use super::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 
 /// The worker role that waits for its turns (see [`waiter_worker`]).
-pub const WAITER: &str = "waiter";
+pub const WAITER: &str = "handoff::waiter";
+/// The worker roles of the hand-off scenarios.
+pub const WORKERS: &[(&str, fn())] = &[(WAITER, waiter_worker)];
 /// Which lock the waiters take: `fair` or `mutex`.
 const KIND_ENV: &str = "FENCELOCK_TEST_LOCK_KIND";
 const LOCK: &str = "turns";

@@ -3,12 +3,10 @@
 //! against a real redis-server and against an in-memory model of the holder and the line;
 //! every reply, every hand-off and the line's length must match the model's.
 
-mod common;
-
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use common::client_with;
+use crate::common::client_with;
 use fencelock::{ClientOptions, Error, FairMutex, FairMutexGuard, Lease, LockOptions};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;

@@ -6,23 +6,20 @@
 //! - `killed_holders_permits_come_back_after_its_lease_not_before`: a process holding 2 of 3
 //!   permits is killed with SIGKILL; its permits stay taken until its lease runs out, then a
 //!   waiter gets them promptly.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV};
+use crate::common::{
+    expect_held_for, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
+};
 use fencelock::{Client, Lease, LockOptions};
 use fencelock_testkit::process::{
-    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
-    Workers, DONE,
+    env_parse, env_var, monotonic_nanos, say, say_all, start_barrier, Workers, DONE,
 };
 use fencelock_testkit::RedisServer;
 
-const CONTENDER: &str = "contender";
-const HOLDER: &str = "holder";
+const CONTENDER: &str = "semaphore::contender";
+const HOLDER: &str = "semaphore::holder";
 
 const POOL: &str = "pool";
 const POOL_TOTAL: u32 = 3;
@@ -39,26 +36,21 @@ const REAP_LIMIT: Duration = Duration::from_secs(5);
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            CONTENDER => contender_worker(),
-            HOLDER => holder_worker(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "never_more_permits_held_than_the_total",
-            never_more_permits_held_than_the_total,
-        ),
-        (
-            "killed_holders_permits_come_back_after_its_lease_not_before",
-            killed_holders_permits_come_back_after_its_lease_not_before,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `semaphore`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "semaphore::never_more_permits_held_than_the_total",
+        never_more_permits_held_than_the_total,
+    ),
+    (
+        "semaphore::killed_holders_permits_come_back_after_its_lease_not_before",
+        killed_holders_permits_come_back_after_its_lease_not_before,
+    ),
+];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] =
+    &[(CONTENDER, contender_worker), (HOLDER, holder_worker)];
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

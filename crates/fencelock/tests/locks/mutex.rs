@@ -1,12 +1,10 @@
 //! The Mutex against a real redis-server: exclusion, leases, renewal, the lost signal,
 //! fencing, owner checks, cancellation and notified hand-off.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use crate::common::{self, client, client_with, command_calls, ms};
 use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 

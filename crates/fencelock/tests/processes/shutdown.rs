@@ -10,20 +10,16 @@
 //!   background task, which the runtime stops as `main` returns, so the lock often stays held
 //!   for its lease: the scenario counts how often and prints it, and asserts nothing about it
 //!   (no guarantee is documented).
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::URL_ENV;
+use crate::common::{self, URL_ENV};
 use fencelock::{Client, Error, Lease, LockOptions};
-use fencelock_testkit::process::{env_var, run_scenarios, worker_role, Workers};
+use fencelock_testkit::process::{env_var, Workers};
 use fencelock_testkit::RedisServer;
 
 /// Worker role: takes the lock named in [`NAME_ENV`] and exits as [`EXIT_ENV`] says.
-const EXITING_HOLDER: &str = "exiting-holder";
+const EXITING_HOLDER: &str = "shutdown::exiting-holder";
 const NAME_ENV: &str = "FENCELOCK_TEST_LOCK_NAME";
 /// `shutdown` or `drop`.
 const EXIT_ENV: &str = "FENCELOCK_TEST_EXIT";
@@ -38,25 +34,20 @@ const LEASE: Duration = Duration::from_secs(30);
 /// Generous bound on one child's whole life (start, connect, lock, exit) on a loaded box.
 const CHILD_LIMIT: Duration = Duration::from_secs(30);
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            EXITING_HOLDER => exiting_holder(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "shutdown_before_exit_frees_the_lock_at_once",
-            shutdown_before_exit_frees_the_lock_at_once,
-        ),
-        (
-            "dropping_the_guard_at_exit_is_best_effort",
-            dropping_the_guard_at_exit_is_best_effort,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `shutdown`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "shutdown::shutdown_before_exit_frees_the_lock_at_once",
+        shutdown_before_exit_frees_the_lock_at_once,
+    ),
+    (
+        "shutdown::dropping_the_guard_at_exit_is_best_effort",
+        dropping_the_guard_at_exit_is_best_effort,
+    ),
+];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] = &[(EXITING_HOLDER, exiting_holder)];
 
 fn shutdown_before_exit_frees_the_lock_at_once() {
     let left_held = run_children("shutdown");

@@ -7,34 +7,22 @@
 //!   processes × 6 tasks), every hand-off must cost about two script calls (the release and
 //!   the first waiter's attempt), counted by the server in `INFO commandstats`: a release that
 //!   woke more than the first waiter would add refused attempts per hand-off.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
 
-mod common;
-
-use common::handoff::{one_wake_up_per_hand_off, run_line, waiter_worker, Arrival, Kind, WAITER};
-use fencelock_testkit::process::{run_scenarios, worker_role};
+use crate::common::handoff::{one_wake_up_per_hand_off, run_line, Arrival, Kind};
 use fencelock_testkit::RedisServer;
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            WAITER => waiter_worker(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "first_come_first_served_across_processes",
-            first_come_first_served_across_processes,
-        ),
-        (
-            "one_wake_up_per_hand_off_however_long_the_line",
-            one_wake_up_per_hand_off_however_long_the_line,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `fair`. Their workers are
+/// [`handoff`](crate::common::handoff)'s.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "fair::first_come_first_served_across_processes",
+        first_come_first_served_across_processes,
+    ),
+    (
+        "fair::one_wake_up_per_hand_off_however_long_the_line",
+        one_wake_up_per_hand_off_however_long_the_line,
+    ),
+];
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

@@ -2,11 +2,9 @@
 //! against a real redis-server and against a plain in-memory model of the semaphore; every
 //! reply must match the model's.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::client;
+use crate::common::client;
 use fencelock::{Error, Lease, LockOptions, Semaphore, SemaphorePermit};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;

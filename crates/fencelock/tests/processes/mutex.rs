@@ -13,31 +13,26 @@
 //! - `no_waiter_starves_under_sustained_contention`: 4 processes × 6 tasks take turns for
 //!   seconds, each asking again as soon as it released; no wait lasts many more hand-offs than
 //!   the mean wait.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     connect_with_raw, expect_held_for, handoff, join_within, runtime, Workload, ITERATIONS_ENV,
     TASKS_ENV, URL_ENV,
 };
 use fencelock::{Client, Lease, LockOptions};
 use fencelock_testkit::process::{
-    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_role,
-    Workers, DONE,
+    env_parse, env_var, monotonic_nanos, say, say_all, start_barrier, Workers, DONE,
 };
 use fencelock_testkit::{check_no_overlap, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
 /// Worker roles.
-const FENCELOCK_INCREMENTS: &str = "fencelock-increments";
-const NAIVE_INCREMENTS: &str = "naive-increments";
-const HOLDER: &str = "holder";
-const TURNS: &str = "turns";
+const FENCELOCK_INCREMENTS: &str = "mutex::fencelock-increments";
+const NAIVE_INCREMENTS: &str = "mutex::naive-increments";
+const HOLDER: &str = "mutex::holder";
+const TURNS: &str = "mutex::turns";
 
 /// The counter every critical section increments with a separate GET and SET.
 const COUNTER_KEY: &str = "test:counter";
@@ -63,38 +58,36 @@ const HOLDER_LIMIT: Duration = Duration::from_secs(60);
 const ACQUIRED: &str = "ACQUIRED";
 const LOST: &str = "LOST";
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            FENCELOCK_INCREMENTS => increments_worker(Guarding::Fencelock),
-            NAIVE_INCREMENTS => increments_worker(Guarding::Naive),
-            HOLDER => holder_worker(),
-            TURNS => turns_worker(),
-            handoff::WAITER => handoff::waiter_worker(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "mutual_exclusion_across_processes",
-            mutual_exclusion_across_processes,
-        ),
-        ("broken_lock_is_caught", broken_lock_is_caught),
-        (
-            "one_wake_up_per_hand_off_however_many_wait",
-            one_wake_up_per_hand_off_however_many_wait,
-        ),
-        (
-            "killed_holder_frees_after_lease_not_before",
-            killed_holder_frees_after_lease_not_before,
-        ),
-        (
-            "no_waiter_starves_under_sustained_contention",
-            no_waiter_starves_under_sustained_contention,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `mutex`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "mutex::mutual_exclusion_across_processes",
+        mutual_exclusion_across_processes,
+    ),
+    ("mutex::broken_lock_is_caught", broken_lock_is_caught),
+    (
+        "mutex::one_wake_up_per_hand_off_however_many_wait",
+        one_wake_up_per_hand_off_however_many_wait,
+    ),
+    (
+        "mutex::killed_holder_frees_after_lease_not_before",
+        killed_holder_frees_after_lease_not_before,
+    ),
+    (
+        "mutex::no_waiter_starves_under_sustained_contention",
+        no_waiter_starves_under_sustained_contention,
+    ),
+];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] = &[
+    (FENCELOCK_INCREMENTS, || {
+        increments_worker(Guarding::Fencelock)
+    }),
+    (NAIVE_INCREMENTS, || increments_worker(Guarding::Naive)),
+    (HOLDER, holder_worker),
+    (TURNS, turns_worker),
+];
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

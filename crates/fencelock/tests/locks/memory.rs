@@ -1,12 +1,11 @@
 //! What each primitive keeps in Redis: the keys and bytes (`MEMORY USAGE`) of one hold, and
 //! that every key has an expiry, held or idle, so that no key of an idle lock outlives its lease
-//! plus the fence memory. `cargo test --test memory -- --nocapture` prints the table the guide
-//! shows.
-
-mod common;
+//! plus the fence memory. `cargo test -p fencelock --test locks -- memory:: --nocapture` prints
+//! the table the guide shows.
 
 use std::time::Duration;
 
+use crate::common;
 use fencelock::{ClientOptions, Error};
 use fencelock_testkit::RedisServer;
 

@@ -2,11 +2,9 @@
 //! against a real redis-server and against a plain in-memory re-entry count; every reply, every
 //! fence and the stored owner and count must match the model after every step.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, ms};
+use crate::common::{client, ms};
 use fencelock::{Error, Fence, Holder, ReentrantMutex, ReentrantMutexGuard};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;

@@ -8,28 +8,23 @@
 //! - `names_taken_one_by_one_deadlock`: the control. The same sets taken one name at a time
 //!   with single-name mutexes, each in its own order, wait for each other in a cycle; the
 //!   workers must see that happen, which shows the first scenario would notice a deadlock.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     connect_with_raw, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
 };
 use fencelock::{Client, Error};
 use fencelock_testkit::process::{
-    env_parse, env_var, monotonic_nanos, run_scenarios, say, say_all, start_barrier, worker_index,
-    worker_role, DONE,
+    env_parse, env_var, monotonic_nanos, say, say_all, start_barrier, worker_index, DONE,
 };
 use fencelock_testkit::{check_no_overlap, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
 /// Worker roles.
-const MULTI: &str = "multi";
-const ONE_BY_ONE: &str = "one-by-one";
+const MULTI: &str = "multi::multi";
+const ONE_BY_ONE: &str = "multi::one-by-one";
 
 const NAMES: [&str; 3] = ["A", "B", "C"];
 
@@ -64,26 +59,23 @@ const WORKLOAD_LIMIT: Duration = Duration::from_secs(90);
 /// How a worker's report of a suspected deadlock starts.
 const DEADLOCK: &str = "DEADLOCK";
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            MULTI => worker(Taking::Together),
-            ONE_BY_ONE => worker(Taking::OneByOne),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "overlapping_sets_across_processes",
-            overlapping_sets_across_processes,
-        ),
-        (
-            "names_taken_one_by_one_deadlock",
-            names_taken_one_by_one_deadlock,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `multi`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "multi::overlapping_sets_across_processes",
+        overlapping_sets_across_processes,
+    ),
+    (
+        "multi::names_taken_one_by_one_deadlock",
+        names_taken_one_by_one_deadlock,
+    ),
+];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] = &[
+    (MULTI, || worker(Taking::Together)),
+    (ONE_BY_ONE, || worker(Taking::OneByOne)),
+];
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

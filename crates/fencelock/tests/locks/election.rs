@@ -2,13 +2,11 @@
 //! observing every change, the supervisor loop, bad keys and refusals; through a Sentinel failover
 //! and on a Cluster.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{client, client_with, ms};
+use crate::common::{self, client, client_with, ms};
 use fencelock::{
     Client, ClientOptions, Deployment, Election, Error, LeaderWatch, Lease, LockOptions, Lost,
     SentinelOptions,

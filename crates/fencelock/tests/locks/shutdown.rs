@@ -2,11 +2,9 @@
 //! guards that outlive it told so, acquires refused afterwards, on every clone, on RedLock and on
 //! the blocking API.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{client, client_with, eventually};
+use crate::common::{self, client, client_with, eventually};
 use fencelock::{Client, ClientOptions, Deployment, Error, Lease, Lost};
 use fencelock_testkit::RedisServer;
 

@@ -2,12 +2,10 @@
 //! three sentinels; failovers asked for and forced by killing the master; replicas paused and
 //! killed under a client that waits for them.
 
-mod common;
-
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::ms;
+use crate::common::ms;
 use fencelock::{Client, ClientOptions, Deployment, Error, SentinelOptions};
 use fencelock_testkit::{RedisServer, SentinelGroup, ServerOptions};
 

@@ -2,11 +2,9 @@
 //! fences per name, waking on any name, renewal, the lost signal, cancellation, and freedom
 //! from deadlock between sets given in opposite orders.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use crate::common::{client, client_with, command_calls, ms};
 use fencelock::{Client, ClientOptions, Error, Fence, Lease, LockOptions, Lost, MultiMutexGuard};
 use fencelock_testkit::process::monotonic_nanos;
 use fencelock_testkit::{check_no_overlap, RedisServer};

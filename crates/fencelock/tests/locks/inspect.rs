@@ -1,10 +1,8 @@
 //! Inspection and forced release of every kind of lock, against a real server.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{client, client_with, ms};
+use crate::common::{self, client, client_with, ms};
 use fencelock::{ClientOptions, Error, LockKind};
 use fencelock_testkit::RedisServer;
 

@@ -2,13 +2,11 @@
 //! error or a defined behaviour, never a panic, never a lock held past its lease, never a lock
 //! released by someone who does not own it.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, eventually, ms};
+use crate::common::{self, client, client_with, eventually, ms};
 use fencelock::{ClientOptions, DeploymentWarning, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::{Proxy, RedisServer, ServerOptions};
 

@@ -10,23 +10,19 @@
 //! announcement: the candidates' fallback is far longer than the bound). No two leaders'
 //! units may overlap in time, fences rise with each leader, and the observer saw every leader
 //! in order.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{runtime, URL_ENV};
+use crate::common::{runtime, URL_ENV};
 use fencelock::{Client, ClientOptions, Election, Lease, LockOptions};
 use fencelock_testkit::process::{
-    env_var, hear, monotonic_nanos, run_scenarios, say, worker_index, worker_role, Event, Workers,
+    env_var, hear, monotonic_nanos, say, worker_index, Event, Workers,
 };
 use fencelock_testkit::{check_no_overlap, RedisServer};
 
 /// Worker roles.
-const CANDIDATE: &str = "candidate";
-const OBSERVER: &str = "observer";
+const CANDIDATE: &str = "election::candidate";
+const OBSERVER: &str = "election::observer";
 
 const ELECTION: &str = "scheduler";
 /// The lease of each leadership, renewed every third of it.
@@ -54,20 +50,15 @@ const SHUTDOWN: &str = "SHUTDOWN";
 /// The observer's line for each change: `SEEN value fence`, or `SEEN none`.
 const SEEN: &str = "SEEN";
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            CANDIDATE => candidate_worker(),
-            OBSERVER => observer_worker(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[(
-        "takeovers_keep_one_leader_at_a_time",
-        takeovers_keep_one_leader_at_a_time,
-    )]);
-}
+/// The scenarios, named as libtest names the tests of module `election`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[(
+    "election::takeovers_keep_one_leader_at_a_time",
+    takeovers_keep_one_leader_at_a_time,
+)];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] =
+    &[(CANDIDATE, candidate_worker), (OBSERVER, observer_worker)];
 
 /// What the orchestrator learned from the candidates' lines so far.
 #[derive(Default)]

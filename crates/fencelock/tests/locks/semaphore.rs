@@ -2,11 +2,9 @@
 //! its changes at run time, leases and renewal, the lost signal, fencing, cancellation and
 //! notified waiters.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use crate::common::{client, client_with, command_calls, ms};
 use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 

@@ -8,10 +8,9 @@
 //! one the model predicts, each name's key must exist exactly when the model says the name is
 //! held, and each name's fences must strictly increase.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
 use fencelock::{Client, Error, Fence, Lease, LockOptions, MultiMutexGuard, MutexGuard};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;

@@ -1,12 +1,10 @@
 //! The FairMutex against a real redis-server: exclusion, first come first served, one wake-up
 //! per hand-off, waiters that give up or die, the holder's crash, cancellation and leases.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, ms};
+use crate::common::{self, client, client_with, command_calls, ms};
 use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost};
 use fencelock_testkit::RedisServer;
 
@@ -268,8 +266,8 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
     // As the library runs it on one server: with `PUBLISH` as the announcing command.
     let release = redis::Script::new(concat!(
         "local PUBLISH = 'PUBLISH'\n",
-        include_str!("../src/kinds/mutex/value.lua"),
-        include_str!("../src/kinds/fair/release.lua")
+        include_str!("../../src/kinds/mutex/value.lua"),
+        include_str!("../../src/kinds/fair/release.lua")
     ));
     let mut conn = redis::Client::open(server.url().as_str())
         .expect("url")

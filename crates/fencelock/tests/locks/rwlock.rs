@@ -2,11 +2,9 @@
 //! downgrade, refused upgrade, owners, per-hold leases, writer preference, fencing,
 //! cancellation and wake-ups.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, eventually, ms};
+use crate::common::{client, client_with, command_calls, eventually, ms};
 use fencelock::{Client, ClientOptions, Error, Lease, LockOptions, Lost, RwLock, MIN_LEASE};
 use fencelock_testkit::RedisServer;
 

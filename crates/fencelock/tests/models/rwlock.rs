@@ -2,11 +2,9 @@
 //! real redis-server and against a plain in-memory list of holds; every reply, every fence and
 //! the stored holds must match the model after every step.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, ms};
+use crate::common::{client, ms};
 use fencelock::{Error, Fence, Holder, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;

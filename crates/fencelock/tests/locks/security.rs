@@ -1,11 +1,9 @@
 //! TLS and ACL against real servers: `rediss://` with certificates made at test time, client
 //! certificates, and an ACL user allowed only the lock prefix and the commands fencelock needs.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::take_each_primitive;
+use crate::common::take_each_primitive;
 use fencelock::{Client, ClientOptions, Error};
 use fencelock_testkit::{RedisServer, ServerOptions};
 

@@ -3,11 +3,9 @@
 //! and a client made from the service's own `redis::Client`. What they do when the lock is
 //! lost is in `faults.rs` (F19, F20).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, ms};
+use crate::common::{self, client, ms};
 use fencelock::{Client, ClientOptions, Error, LockKind, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 

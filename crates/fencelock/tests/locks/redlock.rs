@@ -1,13 +1,11 @@
 //! RedLock over independent masters: real `redis-server` processes, some of them pre-locked by
 //! another owner, down, killed or paused.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::ms;
+use crate::common::{self, ms};
 use fencelock::{
     Client, ClientOptions, Deployment, Error, Lease, LockOptions, Lost, Mutex, MutexGuard,
 };

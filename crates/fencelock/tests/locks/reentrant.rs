@@ -1,11 +1,9 @@
 //! The ReentrantMutex against a real redis-server: re-entry counts, owners, leases, renewal,
 //! the lost signal, fencing, cancellation and hand-off to waiters.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, command_calls, eventually, ms};
+use crate::common::{client, client_with, command_calls, eventually, ms};
 use fencelock::{ClientOptions, Error, Lease, LockOptions, Lost, ReentrantMutex};
 use fencelock_testkit::RedisServer;
 

@@ -8,10 +8,6 @@
 //!   `without_preference_a_writer_starves`: 8 reader processes re-acquire read holds without
 //!   pause. With writer preference a writer gets in within a bound, every time; without it, it
 //!   does not get in at all within that bound.
-//!
-//! This binary is its own worker: `main` dispatches on the role a spawned copy was given.
-
-mod common;
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,9 +15,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{runtime, URL_ENV};
+use crate::common::{runtime, URL_ENV};
 use fencelock::{Client, ClientOptions, Error, Lease, LockOptions, RwLock};
-use fencelock_testkit::process::{env_var, run_scenarios, say, worker_role, Workers, READY};
+use fencelock_testkit::process::{env_var, say, Workers, READY};
 use fencelock_testkit::RedisServer;
 
 /// The lock the workers take, besides the Redis URL in `URL_ENV`.
@@ -30,8 +26,8 @@ const NAME_ENV: &str = "FENCELOCK_TEST_LOCK";
 const REENTER_ENV: &str = "FENCELOCK_TEST_REENTER_MS";
 
 /// Worker roles.
-const HOLDING_READER: &str = "holding-reader";
-const CHURNING_READER: &str = "churning-reader";
+const HOLDING_READER: &str = "rwlock::holding-reader";
+const CHURNING_READER: &str = "rwlock::churning-reader";
 
 /// The readers' lease in the killed-reader scenario: renewed every third of it.
 const READER_LEASE: Duration = Duration::from_millis(1500);
@@ -60,30 +56,27 @@ const RELEASED: &str = "RELEASED";
 const STOP: &str = "STOP";
 const LOST: &str = "LOST";
 
-fn main() {
-    if let Some(role) = worker_role() {
-        match role.as_str() {
-            HOLDING_READER => holding_reader(),
-            CHURNING_READER => churning_reader(),
-            other => panic!("unknown worker role {other:?}"),
-        }
-        return;
-    }
-    run_scenarios(&[
-        (
-            "killed_reader_frees_its_hold_after_its_lease_alone",
-            killed_reader_frees_its_hold_after_its_lease_alone,
-        ),
-        (
-            "writer_preference_bounds_the_wait_for_a_writer",
-            writer_preference_bounds_the_wait_for_a_writer,
-        ),
-        (
-            "without_preference_a_writer_starves",
-            without_preference_a_writer_starves,
-        ),
-    ]);
-}
+/// The scenarios, named as libtest names the tests of module `rwlock`.
+pub(crate) const SCENARIOS: &[(&str, fn())] = &[
+    (
+        "rwlock::killed_reader_frees_its_hold_after_its_lease_alone",
+        killed_reader_frees_its_hold_after_its_lease_alone,
+    ),
+    (
+        "rwlock::writer_preference_bounds_the_wait_for_a_writer",
+        writer_preference_bounds_the_wait_for_a_writer,
+    ),
+    (
+        "rwlock::without_preference_a_writer_starves",
+        without_preference_a_writer_starves,
+    ),
+];
+
+/// The worker roles of these scenarios.
+pub(crate) const WORKERS: &[(&str, fn())] = &[
+    (HOLDING_READER, holding_reader),
+    (CHURNING_READER, churning_reader),
+];
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
