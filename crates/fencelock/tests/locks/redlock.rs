@@ -11,13 +11,15 @@ use fencelock::{
 };
 use fencelock_testkit::{free_port, RedisServer};
 
-/// The keys a mutex named `name` uses under the default prefix.
+/// The key of the mutex `name` under the default prefix. Held, its value starts with the
+/// holder's token; released, it is `~` and the name's last fence, kept for the fence memory.
 fn lock_key(name: &str) -> String {
     format!("fencelock:{{{name}}}:mutex")
 }
 
-fn fence_key(name: &str) -> String {
-    format!("fencelock:{{{name}}}:fence")
+/// Whether a master's value of a mutex key (`None`: no key) holds nothing.
+fn is_free(value: Option<&str>) -> bool {
+    value.is_none_or(|value| value.starts_with('~'))
 }
 
 fn masters(n: usize) -> Vec<RedisServer> {
@@ -131,7 +133,7 @@ async fn acquire_succeeds_exactly_when_a_majority_of_masters_is_free() {
             }
             let settled = values.iter().zip(&layout).all(|(value, node)| match node {
                 Node::LockedByOther => value.as_deref() == Some(FOREIGN),
-                _ => value.is_none(),
+                _ => is_free(value.as_deref()),
             });
             if settled {
                 break;
@@ -293,10 +295,11 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
 /// Waits until no master holds the mutex `name`, for at most 10 s.
 fn released_everywhere(servers: &[RedisServer], name: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while servers
-        .iter()
-        .any(|server| server.cli(&["EXISTS", &lock_key(name)]) != "0")
-    {
+    let held = |server: &RedisServer| {
+        let value = server.cli(&["GET", &lock_key(name)]);
+        !is_free(Some(value.as_str()).filter(|v| !v.is_empty()))
+    };
+    while servers.iter().any(held) {
         assert!(Instant::now() < deadline, "{name} is still held somewhere");
         std::thread::sleep(ms(5));
     }
@@ -362,7 +365,8 @@ async fn fences_rise_even_when_the_next_majority_is_another_one() {
     let client = redlock(urls(&servers), options()).await;
     let name = "fenced";
     let mutex = client.mutex(name).expect("name");
-    // Master 0's clock runs far ahead: its fences are the highest.
+    // Master 0 remembers a fence far ahead (a released value, as a release leaves it): its
+    // fences are the highest.
     let ahead = u64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -371,7 +375,7 @@ async fn fences_rise_even_when_the_next_majority_is_another_one() {
     )
     .expect("fits")
         + 3_600_000_000;
-    servers[0].cli(&["SET", &fence_key(name), &ahead.to_string(), "PX", "600000"]);
+    servers[0].cli(&["SET", &lock_key(name), &format!("~{ahead}"), "PX", "600000"]);
     // First grant on masters 0, 1, 2 (3 and 4 are held by someone else meanwhile).
     for i in [3, 4] {
         servers[i].cli(&["SET", &lock_key(name), FOREIGN, "PX", "60000"]);
