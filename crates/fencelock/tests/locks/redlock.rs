@@ -149,6 +149,28 @@ async fn acquire_succeeds_exactly_when_a_majority_of_masters_is_free() {
     assert_eq!(combinations, 243);
 }
 
+/// With a master down, a mutex another client holds is refused as held, however soon the
+/// answers of the masters that refuse it decide the attempt: the down master is one vote
+/// short, not an outage.
+#[tokio::test]
+async fn with_a_master_down_a_held_lock_is_refused_as_held() {
+    let mut servers = masters(3);
+    let (holder, other) = (
+        redlock(urls(&servers), options()).await,
+        redlock(urls(&servers), options()).await,
+    );
+    servers[2].kill9();
+    let guard = held(&holder, "busy", Lease::Renewed(Duration::from_secs(30))).await;
+    let mutex = other.mutex("busy").expect("name");
+    for _ in 0..5 {
+        let refused = mutex.try_lock().await;
+        assert!(matches!(refused, Err(Error::Held { .. })), "{refused:?}");
+    }
+    let waited = mutex.lock_timeout(ms(500)).await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    guard.unlock().await.expect("unlock");
+}
+
 #[tokio::test]
 async fn two_masters_down_still_lock_three_down_fail_at_the_wait_limit_with_a_typed_error() {
     let mut servers = masters(5);
