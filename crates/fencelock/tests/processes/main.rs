@@ -18,8 +18,11 @@ mod shutdown;
 
 use fencelock_testkit::process::{run_scenarios, worker_role};
 
+/// What each module lists: its scenarios, or its worker roles, each by name.
+type Named = &'static [(&'static str, fn())];
+
 /// Every module's scenarios.
-const SCENARIOS: [&[(&str, fn())]; 7] = [
+const SCENARIOS: [Named; 7] = [
     election::SCENARIOS,
     fair::SCENARIOS,
     multi::SCENARIOS,
@@ -30,7 +33,7 @@ const SCENARIOS: [&[(&str, fn())]; 7] = [
 ];
 
 /// Every module's worker roles.
-const WORKERS: [&[(&str, fn())]; 7] = [
+const WORKERS: [Named; 7] = [
     common::handoff::WORKERS,
     election::WORKERS,
     multi::WORKERS,
