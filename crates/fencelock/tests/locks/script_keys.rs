@@ -19,9 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common;
 use fencelock::{
-    Client, ClientOptions, Error, Lease, MutexOptions, Optional, RwLockOptions, SemaphoreOptions,
+    Client, ClientOptions, Deployment, Error, Lease, LockOptions, Optional,
 };
 use fencelock_testkit::RedisServer;
 
@@ -472,7 +471,7 @@ async fn every_primitive(a: &Client, b: &Client) {
         .await
         .expect("a second reader");
     let writer = b
-        .rwlock_with_options("rw", RwLockOptions::default())
+        .rwlock_with_options("rw", LockOptions::default())
         .expect("name");
     assert!(writer
         .write_timeout(short())
@@ -502,7 +501,7 @@ async fn every_primitive(a: &Client, b: &Client) {
         .expect("unlock");
 
     // Semaphore: permits, a total changed at run time, a wait for permits, too many asked.
-    let options = SemaphoreOptions::default();
+    let options = LockOptions::default();
     let semaphore = a.semaphore_with_options("s", 2, options).expect("name");
     let permit = semaphore.acquire().await.expect("permit");
     let waiting = {
@@ -524,7 +523,7 @@ async fn every_primitive(a: &Client, b: &Client) {
     permit.extend(Duration::from_secs(2)).await.expect("extend");
     renewals().await;
     permit
-        .release_no_earlier_than(Instant::now() + short())
+        .unlock_no_earlier_than(Instant::now() + short())
         .await
         .expect("kept");
     let many = waiting.await.expect("task").expect("permits");
@@ -556,7 +555,7 @@ async fn every_primitive(a: &Client, b: &Client) {
     let mut watch = b.election("e").expect("name").observe();
     let leadership = election.campaign("first").await.expect("lead");
     let standby = b
-        .election_with_options("e", MutexOptions::default().wait_timeout(short()))
+        .election_with_options("e", LockOptions::default().wait_timeout(short()))
         .expect("name");
     assert!(standby
         .campaign("second")
@@ -658,24 +657,24 @@ fn no_violation(servers: &[&RedisServer]) {
     }
 }
 
-/// The script files of the crate, by name, with their text.
+/// The script files of the crate (every `.lua` file under `src/`), by path from `src/`, with
+/// their text.
 fn script_files() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lua");
-    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .expect("src/lua")
-        .map(|entry| entry.expect("an entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "lua"))
-        .map(|path| {
-            let text = std::fs::read_to_string(&path).expect("a script file");
-            (
-                path.file_name()
-                    .expect("a name")
-                    .to_string_lossy()
-                    .into_owned(),
-                text,
-            )
-        })
-        .collect();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                let text = std::fs::read_to_string(&path).expect("a script file");
+                let name = path.strip_prefix(&src).expect("under src/");
+                files.push((name.to_string_lossy().into_owned(), text));
+            }
+        }
+    }
     files.sort();
     assert!(files.len() >= 25, "{files:?}");
     files
@@ -754,8 +753,10 @@ async fn every_script_touches_only_the_keys_it_declares() {
         .collect();
     let urls: Vec<String> = proxies.iter().map(GuardProxy::url).collect();
     let options = ClientOptions::default().default_lease(LEASE);
-    let connect =
-        || Client::connect_redlock_with_options(urls.iter().map(String::as_str), options.clone());
+    let connect = || {
+        let masters = Deployment::redlock(urls.iter().map(String::as_str)).expect("addresses");
+        Client::connect_with_options(masters, options.clone())
+    };
     let (c, d) = (
         connect().await.expect("redlock"),
         connect().await.expect("redlock"),

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::common::{self, client, ms};
-use fencelock::{Client, ClientOptions, Error, LockKind, LockOptions, Optional};
+use fencelock::{Client, ClientOptions, Deployment, Error, LockKind, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 
 /// How long a test waits for something that should take milliseconds, on a loaded machine.
@@ -378,6 +378,9 @@ async fn a_wrong_address_says_what_is_expected_there() {
         }
     }
     let options = ClientOptions::default;
+    let connect = |deployment: fencelock::Result<Deployment>| async move {
+        Client::connect_with_options(deployment?, options()).await
+    };
 
     let (of, reason, expected) = refused(Client::connect("http://db:6379").await);
     assert_eq!(of, "the Redis server");
@@ -387,20 +390,20 @@ async fn a_wrong_address_says_what_is_expected_there() {
     assert!(reason.contains("database"), "{reason}");
 
     let (of, _, expected) =
-        refused(Client::connect_redlock(["redis://a", "tcp://b", "redis://c"]).await);
+        refused(connect(Deployment::redlock(["redis://a", "tcp://b", "redis://c"])).await);
     assert_eq!(of, "a RedLock master");
     assert!(expected.starts_with("redis://[user:password@]host[:port][/db]"));
 
-    let (of, _, expected) = refused(Client::connect_cluster(["localhost:7000"]).await);
+    let (of, _, expected) = refused(connect(Deployment::cluster(["localhost:7000"])).await);
     assert_eq!(of, "a cluster node");
     assert!(expected.contains("not a unix socket"), "{expected}");
-    let unix = Client::connect_cluster_with_options(["redis+unix:///tmp/redis.sock"], options());
+    let unix = connect(Deployment::cluster(["redis+unix:///tmp/redis.sock"]));
     let (of, reason, _) = refused(unix.await);
     assert_eq!(of, "a cluster node");
     assert!(reason.contains("unix socket"), "{reason}");
 
     let (of, _, expected) =
-        refused(Client::connect_sentinel(["sentinel://s1:26379"], "orders").await);
+        refused(connect(Deployment::sentinel(["sentinel://s1:26379"], "orders")).await);
     assert_eq!(of, "a sentinel");
     assert!(expected.contains("26379"), "{expected}");
 }
