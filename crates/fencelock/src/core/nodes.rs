@@ -193,7 +193,8 @@ impl Nodes {
     /// Runs an acquire script until a majority decides: granted when a majority granted, their
     /// fences raised on a majority by `raise` (several nodes only: on one node the fence it
     /// issued is the one it remembers), and the grant still valid by `valid_until` of its send
-    /// once decided. A grant that falls short comes back `spent`, for the caller to release.
+    /// once decided. A grant that falls short, or a refusal decided before every node answered,
+    /// comes back `spent`, for the caller to release.
     pub(crate) async fn acquire(
         &self,
         acquire: &Request,
@@ -203,7 +204,7 @@ impl Nodes {
     ) -> Acquisition {
         let sent = self
             .ask_resending::<Vec<i64>>(acquire, name, |answers, heard| {
-                self.settles(granted(answers).count(), heard)
+                self.acquire_decided(answers, heard)
             })
             .await;
         let grants: Vec<&[i64]> = granted(&sent.answers).collect();
@@ -221,10 +222,28 @@ impl Nodes {
                 }
             }
         }
+        // A refusal decided before every node answered: a node not heard from may still
+        // grant the request, and nothing else would release that grant.
+        let unheard = sent.answers.iter().any(|a| !matches!(a, Some(Ok(_))));
+        let decided = self.refused(sent.answers, grants_count, sent.at, name);
         Acquisition {
-            decided: self.refused(sent.answers, grants_count, sent.at, name),
-            spent: grants_count > 0,
+            spent: grants_count > 0 || (unheard && decided.is_ok()),
+            decided,
         }
+    }
+
+    /// Whether the answers so far decide an acquire as [`refused`](Nodes::refused) reads
+    /// them: granted by a majority; refused by a majority of answers once a majority of
+    /// grants is out of reach; or short of a majority of answers for good, too many nodes
+    /// having failed. Until then the silent nodes are waited for, each for at most the node
+    /// timeout: settling as soon as a grant is out of reach would report a lock held elsewhere
+    /// as [`Error::NoQuorum`] whenever a node fails faster than the others refuse.
+    fn acquire_decided(&self, answers: &[Answer<Vec<i64>>], heard: usize) -> bool {
+        let yes = granted(answers).count();
+        let answered = answers.iter().filter(|a| matches!(a, Some(Ok(_)))).count();
+        yes >= self.majority()
+            || (self.settles(yes, heard) && answered >= self.majority())
+            || heard - answered > self.conns.len() - self.majority()
     }
 
     /// The decision of an acquire that was not granted: refused when enough nodes answered,

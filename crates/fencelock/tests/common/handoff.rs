@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Lease, MutexOptions};
+use fencelock::{Client, ClientOptions, Guard, Lease, LockOptions};
 use fencelock_testkit::process::{
     env_parse, env_var, monotonic_nanos, say, start_barrier, Workers, DONE, GO, READY,
 };
@@ -13,7 +13,9 @@ use fencelock_testkit::{check_no_overlap, RedisServer};
 use super::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 
 /// The worker role that waits for its turns (see [`waiter_worker`]).
-pub const WAITER: &str = "waiter";
+pub const WAITER: &str = "handoff::waiter";
+/// The worker roles of the hand-off scenarios.
+pub const WORKERS: &[(&str, fn())] = &[(WAITER, waiter_worker)];
 /// Which lock the waiters take: `fair` or `mutex`.
 const KIND_ENV: &str = "FENCELOCK_TEST_LOCK_KIND";
 const LOCK: &str = "turns";
@@ -59,44 +61,22 @@ impl Kind {
 
     /// Takes `name`, waiting for it.
     async fn lock(self, client: &Client, name: &str) -> Guard {
-        match self {
-            Kind::Fair => Guard::Fair(
-                client
-                    .fair_mutex_with_options(name, options())
-                    .expect("valid lock")
-                    .lock()
-                    .await
-                    .expect("lock"),
-            ),
-            Kind::Mutex => Guard::Mutex(
-                client
-                    .mutex_with_options(name, options())
-                    .expect("valid lock")
-                    .lock()
-                    .await
-                    .expect("lock"),
-            ),
-        }
-    }
-}
-
-enum Guard {
-    Fair(fencelock::FairMutexGuard),
-    Mutex(fencelock::MutexGuard),
-}
-
-impl Guard {
-    async fn unlock(self) {
-        let unlocked = match self {
-            Guard::Fair(guard) => guard.unlock().await,
-            Guard::Mutex(guard) => guard.unlock().await,
+        let guard: fencelock::Result<Guard> = match self {
+            Kind::Fair => {
+                let lock = client.fair_mutex_with_options(name, options());
+                lock.expect("valid lock").lock().await.map(Guard::from)
+            }
+            Kind::Mutex => {
+                let lock = client.mutex_with_options(name, options());
+                lock.expect("valid lock").lock().await.map(Guard::from)
+            }
         };
-        unlocked.expect("unlock: the lock was held all along");
+        guard.expect("lock")
     }
 }
 
-fn options() -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(30)))
+fn options() -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(Duration::from_secs(30)))
 }
 
 fn client_options() -> ClientOptions {
@@ -186,7 +166,11 @@ pub fn run_line(
     let guard = runtime.block_on(async {
         // Load every script before counting: a server's first call of a script costs an extra
         // failed EVALSHA (NOSCRIPT) before it is loaded.
-        kind.lock(&client, "warm").await.unlock().await;
+        kind.lock(&client, "warm")
+            .await
+            .unlock()
+            .await
+            .expect("unlock");
         kind.lock(&client, LOCK).await
     });
     match arrival {
@@ -206,7 +190,9 @@ pub fn run_line(
 
     let calls_before = command_calls(server, "evalsha");
     let started = Instant::now();
-    runtime.block_on(guard.unlock());
+    runtime
+        .block_on(guard.unlock())
+        .expect("unlock: the lock was held all along");
     let deadline = started + WORKLOAD_LIMIT;
     let mut sections = Vec::with_capacity(waiters);
     // Every worker must report its turns and then `DONE`.
@@ -312,7 +298,10 @@ pub fn waiter_worker() {
                 let enter = monotonic_nanos();
                 tokio::time::sleep(HOLD).await;
                 let exit = monotonic_nanos();
-                guard.unlock().await;
+                guard
+                    .unlock()
+                    .await
+                    .expect("unlock: the lock was held all along");
                 say(&format!("T {enter} {exit}"));
             });
         }
