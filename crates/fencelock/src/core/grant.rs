@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ReplicaAck};
 use crate::race::{self, Branch};
 use crate::token::{jitter_fraction, Fence, OwnerToken};
+use crate::transport::conn::ReplicationMark;
 
 /// The pause before a waiter's first retry while Redis cannot be reached.
 const OUTAGE_PAUSE: Duration = Duration::from_millis(20);
@@ -260,6 +261,9 @@ struct Attempt<'a, K: Kind> {
     /// the waiters, which a release can grant the lock to. Such a grant's lease starts after
     /// that refusal, so its validity counts from there.
     refused_at: Option<Instant>,
+    /// Each node's connection as the last request was sent, when the client waits for
+    /// replicas: the `WAIT` must go where the grant was written.
+    marks: Vec<ReplicationMark>,
 }
 
 impl<'a, K: Kind> Attempt<'a, K> {
@@ -275,6 +279,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             armed: false,
             waits,
             refused_at: None,
+            marks: Vec::new(),
         })
     }
 
@@ -288,6 +293,9 @@ impl<'a, K: Kind> Attempt<'a, K> {
         // From the first send on, a grant may exist whether or not its reply arrives.
         self.armed = true;
         let (lease, drift) = (lock.lease.duration(), lock.shared.options.drift);
+        if lock.shared.options.replica_ack.is_some() {
+            self.marks = lock.shared.nodes.replication_marks();
+        }
         let token = &self.token;
         let outcome = lock
             .shared
@@ -360,6 +368,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
                 self.grant.wake_channel(),
                 ack.replicas,
                 ack.timeout,
+                &self.marks,
                 &lock.name,
             )
             .await;

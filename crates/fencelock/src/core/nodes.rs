@@ -25,7 +25,7 @@ use crate::core::holds::Release;
 use crate::error::{Error, Result};
 use crate::token::Fence;
 use crate::transport::coalesce::Coalescer;
-use crate::transport::conn::Conn;
+use crate::transport::conn::{Conn, ReplicationMark};
 use crate::transport::script::{evalsha, Invocation};
 
 /// How often one request is sent in all when no decision comes because nodes failed to
@@ -363,21 +363,30 @@ impl Nodes {
         })
     }
 
+    /// Each node's [`ReplicationMark`], taken before a write whose replication
+    /// [`replicas_acknowledged`](Self::replicas_acknowledged) will wait for.
+    pub(crate) fn replication_marks(&self) -> Vec<ReplicationMark> {
+        self.conns.iter().map(Conn::replication_mark).collect()
+    }
+
     /// Waits until `replicas` replicas of each node that granted acknowledged what was written
-    /// to it, at most `timeout`: how many the fewest-acknowledged of a majority did.
+    /// to it since `marks`, at most `timeout`: how many the fewest-acknowledged of a majority
+    /// did.
     pub(crate) async fn replicas_acknowledged(
         &self,
         route_key: &[u8],
         replicas: usize,
         timeout: Duration,
+        marks: &[ReplicationMark],
         name: &str,
     ) -> Result<usize> {
         let mut acknowledged = Vec::with_capacity(self.conns.len());
         let mut failure = None;
-        for conn in &self.conns {
+        for (i, conn) in self.conns.iter().enumerate() {
+            let mark = marks.get(i).copied().unwrap_or_default();
             match conn
                 .clone()
-                .wait_for_replicas(route_key, replicas, timeout)
+                .wait_for_replicas(route_key, replicas, timeout, mark)
                 .await
             {
                 Ok(n) => acknowledged.push(n),
