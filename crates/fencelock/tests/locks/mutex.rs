@@ -259,12 +259,21 @@ async fn aborting_a_waiting_lock_leaves_the_lock_free() {
         "the lock was held, the wait must time out"
     );
     held.unlock().await.expect("unlock");
-    let free = a
-        .mutex("busy")
-        .expect("name")
-        .try_lock()
-        .await
-        .expect("nobody holds it after the aborted waiter");
+    // The release may grant the lock to the aborted waiter's place before its give-up,
+    // sent in the background as the wait was dropped, reaches Redis; the give-up then
+    // releases that grant too. Nothing renews it: without the give-up it would stay held
+    // for its whole lease, far beyond this wait.
+    let free = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            match a.mutex("busy").expect("name").try_lock().await {
+                Ok(guard) => return guard,
+                Err(Error::Held { .. }) => tokio::time::sleep(ms(10)).await,
+                Err(e) => panic!("try_lock failed: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("nobody holds it once the aborted waiter's give-up arrived");
     free.unlock().await.expect("unlock");
 }
 
