@@ -126,8 +126,9 @@ async fn wait_for_grant<K: Kind>(
             // A release granted this waiter the lock: its lease began after the last
             // refusal, so its validity counts from that refusal's send. A waiter stalled
             // past that validity asks again instead: its grant is answered once more, with a
-            // lease counted from the new request.
-            Some((_, Some(fence))) => {
+            // lease counted from the new request. So does a waiter whose announcement may have
+            // come through a replica (`announced_grants_are_proof`).
+            Some((_, Some(fence))) if shared.nodes.announced_grants_are_proof() => {
                 let lock = grant.lock();
                 if let Some(sent_at) = attempt.refused_at.filter(|&sent_at| {
                     valid_until(sent_at, lock.lease.duration(), shared.options.drift)

@@ -183,6 +183,17 @@ impl Nodes {
         majority(self.conns.len())
     }
 
+    /// Whether a grant announced to a waiter proves the grant: only where the waiter hears
+    /// nothing but the node that granted. A replica passes on its master's messages (a
+    /// Sentinel's former master, or a cluster shard's replica, until the subscription moves),
+    /// but not the count of listeners the master saw: a release that found nobody listening
+    /// on the master went on to the next waiter, while its message still reached this one
+    /// through the replica. Elsewhere the waiter asks again, and the grant, if it is one, is
+    /// answered to that request.
+    pub(crate) fn announced_grants_are_proof(&self) -> bool {
+        matches!(self.conns.as_slice(), [Conn::Single(_)])
+    }
+
     /// Whether a waiter's place in line means something: only where one node keeps the line.
     /// Independent masters would each grant the lock to their own first waiter, each maybe
     /// a different one, so that none of them reaches a majority.
