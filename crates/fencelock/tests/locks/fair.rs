@@ -51,20 +51,44 @@ fn server_ms(server: &RedisServer) -> u64 {
 }
 
 /// Puts a waiter that never attempts at the back of the line, with its place ending in
-/// `place`.
-fn enqueue_silent_waiter(server: &RedisServer, name: &str, token: &str, place: Duration) {
+/// `place` and asking for a lease of `lease`: its place member is its token and lease, as the
+/// library writes one (mutex/value.lua).
+fn enqueue_silent_waiter(
+    server: &RedisServer,
+    name: &str,
+    token: &str,
+    place: Duration,
+    lease: Duration,
+) {
     let line_key = format!("fencelock:{{{name}}}:fair-line");
     let places_key = format!("fencelock:{{{name}}}:fair-places");
+    let member = format!("{token}{}", lease.as_millis());
     let last = server.cli(&["ZRANGE", &line_key, "-1", "-1", "WITHSCORES"]);
     let arrival = last
         .lines()
         .nth(1)
         .map_or(1, |s| s.trim().parse::<u64>().expect("arrival number") + 1);
     let until = server_ms(server) + u64::try_from(place.as_millis()).expect("ms");
-    server.cli(&["ZADD", &line_key, &arrival.to_string(), token]);
-    server.cli(&["ZADD", &places_key, &until.to_string(), token]);
+    server.cli(&["ZADD", &line_key, &arrival.to_string(), &member]);
+    server.cli(&["ZADD", &places_key, &until.to_string(), &member]);
     server.cli(&["PEXPIRE", &line_key, "60000"]);
     server.cli(&["PEXPIRE", &places_key, "60000"]);
+}
+
+/// A client that listens where a planted waiter's token (without a client tag) is told of a
+/// grant, so that a release counts it alive: a waiter whose process is stalled, not gone.
+/// Listens for as long as the returned connection lives.
+async fn listen_as_planted_waiter(server: &RedisServer, name: &str) -> redis::aio::PubSub {
+    let mut pubsub = redis::Client::open(server.url().as_str())
+        .expect("url")
+        .get_async_pubsub()
+        .await
+        .expect("connect");
+    pubsub
+        .subscribe(format!("fencelock:{{{name}}}:fair-wake"))
+        .await
+        .expect("subscribe");
+    pubsub
 }
 
 #[tokio::test]
@@ -194,17 +218,24 @@ async fn try_lock_does_not_jump_the_line() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let fair = c.fair_mutex("no-jumping").expect("name");
-    enqueue_silent_waiter(&server, "no-jumping", "AAAAAAAAAAAAAAAAAAAAAA:", ms(60_000));
+    let first = "AAAAAAAAAAAAAAAAAAAAAA:";
+    enqueue_silent_waiter(&server, "no-jumping", first, ms(60_000), ms(45_000));
+    let _listening = listen_as_planted_waiter(&server, "no-jumping").await;
     match fair.try_lock().await {
         Err(Error::Held { remaining, .. }) => {
-            let left = remaining.expect("the first waiter's place ends");
-            assert!(left > ms(59_000) && left <= ms(60_000), "{left:?}");
+            // The free lock went to the first in line, for the lease it asked for.
+            let left = remaining.expect("the first waiter's lease ends");
+            assert!(left > ms(44_000) && left <= ms(45_000), "{left:?}");
         }
-        other => panic!("a free lock promised to a waiter was taken: {other:?}"),
+        other => panic!("a free lock owed to a waiter was taken: {other:?}"),
     }
-    assert_eq!(
-        line(&server, "no-jumping").len(),
-        1,
+    let held = server.cli(&["GET", "fencelock:{no-jumping}:fair"]);
+    assert!(
+        held.starts_with(first),
+        "granted to the first in line: {held}"
+    );
+    assert!(
+        line(&server, "no-jumping").is_empty(),
         "try_lock took no place"
     );
 }
@@ -256,16 +287,32 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
     let server = RedisServer::start();
     let c = client_with(&server, slow_fallback()).await;
     let ghost = "GGGGGGGGGGGGGGGGGGGGGG:";
-    enqueue_silent_waiter(&server, "leaving", ghost, ms(60_000));
+    enqueue_silent_waiter(&server, "leaving", ghost, ms(60_000), ms(60_000));
+    let listening = listen_as_planted_waiter(&server, "leaving").await;
     let next = tokio::spawn({
         let fair = c.fair_mutex("leaving").expect("name");
         async move { fair.lock().await.map(|guard| (Instant::now(), guard)) }
     });
-    line_reaches(&server, "leaving", 2).await;
-    // The first waiter gives up while the lock is free, as a dropped lock() would.
-    // As the library runs it on one server: with `PUBLISH` as the announcing command.
+    // The next waiter's attempt finds the lock free and grants it to the first in line,
+    // which listens, and takes its own place behind it.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !server
+        .cli(&["GET", "fencelock:{leaving}:fair"])
+        .starts_with(ghost)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first in line is granted the lock"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    line_reaches(&server, "leaving", 1).await;
+    drop(listening);
+    // The first waiter gives up what it was granted, as a dropped lock() would, with the
+    // script the library runs on one server (`PUBLISH` as the announcing command).
     let release = redis::Script::new(concat!(
         "local PUBLISH = 'PUBLISH'\n",
+        include_str!("../../src/core/fence.lua"),
         include_str!("../../src/kinds/mutex/value.lua"),
         include_str!("../../src/kinds/fair/release.lua")
     ));
@@ -282,13 +329,14 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
         .arg(ghost)
         .arg("fencelock:{leaving}:fair-wake")
         .arg(60_000)
+        .arg(format!("{ghost}60000"))
         .invoke_async(&mut conn)
         .await
         .expect("release");
-    assert_eq!(reply, 0, "it held nothing");
+    assert_eq!(reply, 1, "it released what it was granted");
     let (acquired, guard) = tokio::time::timeout(Duration::from_secs(2), next)
         .await
-        .expect("woken by the leaving waiter's release, not the 10 s fallback")
+        .expect("granted by the leaving waiter's release, not the 10 s fallback")
         .expect("task")
         .expect("lock");
     assert!(acquired - left < ms(500));
@@ -296,29 +344,68 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
 }
 
 #[tokio::test]
-async fn a_dead_first_waiter_loses_its_place_by_the_servers_clock() {
+async fn a_dead_first_waiter_is_skipped_at_once() {
     let server = RedisServer::start();
     let c = client_with(&server, slow_fallback()).await;
-    // Counted from before the place is made: the server's clock starts the place's 600 ms
-    // after this, however long `redis-cli` takes on a loaded machine.
+    // Its place lasts a minute, but no client listens for it: its process is gone.
+    enqueue_silent_waiter(
+        &server,
+        "dead-waiter",
+        "DDDDDDDDDDDDDDDDDDDDDD:",
+        ms(60_000),
+        ms(60_000),
+    );
     let started = Instant::now();
-    enqueue_silent_waiter(&server, "dead-waiter", "DDDDDDDDDDDDDDDDDDDDDD:", ms(600));
     let guard = c
         .fair_mutex("dead-waiter")
         .expect("name")
         .lock_timeout(Duration::from_secs(5))
         .await
-        .expect("the dead waiter's place ends");
+        .expect("the dead waiter is skipped");
     let waited = started.elapsed();
-    println!("waited {waited:?} behind a dead waiter whose place had 600 ms left");
-    assert!(waited >= ms(590), "the place was honoured: {waited:?}");
-    assert!(waited < ms(3000), "taken when the place ended: {waited:?}");
+    println!("waited {waited:?} behind a dead waiter whose place had a minute left");
+    assert!(
+        waited < ms(1000),
+        "the dead waiter's place was honoured: {waited:?}"
+    );
     assert!(line(&server, "dead-waiter").is_empty());
     guard.unlock().await.expect("unlock");
 }
 
 #[tokio::test]
-async fn a_woken_waiter_that_never_comes_holds_the_lock_only_until_its_place_ends() {
+async fn a_stalled_first_waiter_holds_what_it_is_granted_only_for_its_lease() {
+    let server = RedisServer::start();
+    let c = client_with(&server, slow_fallback()).await;
+    // It listens but never comes, as a stalled process: the next waiter's attempt grants it
+    // the free lock for the 600 ms it asked, by the server's clock, and waits that out.
+    // Counted from before the place is made.
+    let _listening = listen_as_planted_waiter(&server, "stalled").await;
+    let started = Instant::now();
+    enqueue_silent_waiter(
+        &server,
+        "stalled",
+        "DDDDDDDDDDDDDDDDDDDDDD:",
+        ms(60_000),
+        ms(600),
+    );
+    let guard = c
+        .fair_mutex("stalled")
+        .expect("name")
+        .lock_timeout(Duration::from_secs(5))
+        .await
+        .expect("the stalled waiter's grant ends");
+    let waited = started.elapsed();
+    println!("waited {waited:?} behind a stalled waiter granted 600 ms");
+    assert!(
+        waited >= ms(590),
+        "the stalled waiter's grant was cut short: {waited:?}"
+    );
+    assert!(waited < ms(3000), "taken when its grant ended: {waited:?}");
+    guard.unlock().await.expect("unlock");
+}
+
+#[tokio::test]
+async fn a_granted_waiter_that_never_comes_holds_the_lock_only_for_its_lease() {
     let server = RedisServer::start();
     let holder = client(&server).await;
     let waiting = client_with(&server, ClientOptions::default().wake_fallback(ms(200))).await;
@@ -331,26 +418,27 @@ async fn a_woken_waiter_that_never_comes_holds_the_lock_only_until_its_place_end
     // Counted from before the place is made, as in the test above.
     let started = Instant::now();
     let ghost = "SSSSSSSSSSSSSSSSSSSSSS:";
-    enqueue_silent_waiter(&server, "no-show", ghost, ms(3_000));
+    enqueue_silent_waiter(&server, "no-show", ghost, ms(60_000), ms(3_000));
+    let _listening = listen_as_planted_waiter(&server, "no-show").await;
     let next = tokio::spawn({
         let fair = waiting.fair_mutex("no-show").expect("name");
         async move { fair.lock_timeout(Duration::from_secs(10)).await }
     });
     line_reaches(&server, "no-show", 2).await;
     guard.unlock().await.expect("unlock");
-    // Marked by the waiter's refusal, the release kept the lock for the first in line.
+    // The release granted the lock to the first in line, for the lease it asked.
     let kept = server.cli(&["GET", "fencelock:{no-show}:fair"]);
-    assert!(kept.ends_with(ghost), "{kept}");
+    assert!(kept.starts_with(ghost), "{kept}");
     let guard = tokio::time::timeout(Duration::from_secs(10), next)
         .await
         .expect("the next waiter is served")
         .expect("task")
         .expect("lock");
     let waited = started.elapsed();
-    println!("served {waited:?} after a no-show whose place lasted 3 s");
+    println!("served {waited:?} after a no-show granted 3 s");
     assert!(
         waited >= ms(2_990),
-        "the no-show's place was honoured: {waited:?}"
+        "the no-show's grant was honoured: {waited:?}"
     );
     assert!(waited < ms(6_000), "taken when the place ended: {waited:?}");
     assert!(line(&server, "no-show").is_empty());

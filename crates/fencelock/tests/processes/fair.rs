@@ -7,8 +7,12 @@
 //!   processes × 6 tasks), every hand-off must cost about two script calls (the release and
 //!   the first waiter's attempt), counted by the server in `INFO commandstats`: a release that
 //!   woke more than the first waiter would add refused attempts per hand-off.
+//! - `a_killed_head_waiter_is_skipped`: the first in line is killed with SIGKILL; the release
+//!   hands the lock to the live waiter behind it within 50 ms.
 
-use crate::common::handoff::{one_wake_up_per_hand_off, run_line, Arrival, Kind};
+use crate::common::handoff::{
+    a_killed_head_waiter_is_skipped, one_wake_up_per_hand_off, run_line, Arrival, Kind,
+};
 use fencelock_testkit::RedisServer;
 
 /// The scenarios, named as libtest names the tests of module `fair`. Their workers are
@@ -21,6 +25,10 @@ pub(crate) const SCENARIOS: &[(&str, fn())] = &[
     (
         "fair::one_wake_up_per_hand_off_however_long_the_line",
         one_wake_up_per_hand_off_however_long_the_line,
+    ),
+    (
+        "fair::a_killed_head_waiter_is_skipped",
+        a_killed_head_waiter_is_skipped_by_the_release,
     ),
 ];
 
@@ -51,4 +59,8 @@ fn first_come_first_served_across_processes() {
 
 fn one_wake_up_per_hand_off_however_long_the_line() {
     one_wake_up_per_hand_off(Kind::Fair);
+}
+
+fn a_killed_head_waiter_is_skipped_by_the_release() {
+    a_killed_head_waiter_is_skipped(Kind::Fair);
 }

@@ -10,6 +10,8 @@
 //!   about two script calls however many wait (counted by the server in `INFO commandstats`).
 //! - `killed_holder_frees_after_lease_not_before`: a holder killed with SIGKILL keeps the lock
 //!   until its lease runs out, then a waiter gets it promptly.
+//! - `a_killed_head_waiter_is_skipped`: the waiter whose place ends first is killed with
+//!   SIGKILL; the release hands the lock to the live waiter behind it within 50 ms.
 //! - `no_waiter_starves_under_sustained_contention`: 4 processes × 6 tasks take turns for
 //!   seconds, each asking again as soon as it released; no wait lasts many more hand-offs than
 //!   the mean wait.
@@ -72,6 +74,10 @@ pub(crate) const SCENARIOS: &[(&str, fn())] = &[
     (
         "mutex::killed_holder_frees_after_lease_not_before",
         killed_holder_frees_after_lease_not_before,
+    ),
+    (
+        "mutex::a_killed_head_waiter_is_skipped",
+        a_killed_head_waiter_is_skipped_by_the_release,
     ),
     (
         "mutex::no_waiter_starves_under_sustained_contention",
@@ -165,6 +171,10 @@ fn broken_lock_is_caught() {
 
 fn one_wake_up_per_hand_off_however_many_wait() {
     handoff::one_wake_up_per_hand_off(handoff::Kind::Mutex);
+}
+
+fn a_killed_head_waiter_is_skipped_by_the_release() {
+    handoff::a_killed_head_waiter_is_skipped(handoff::Kind::Mutex);
 }
 
 fn killed_holder_frees_after_lease_not_before() {
