@@ -292,13 +292,17 @@ mod tests {
     /// Replies nothing.
     static NOTHING: Lua = Lua::new(&["redis.call('INCR', KEYS[1])"]);
     /// Keeps the server busy for `ARGV[1]` ms, so that the calls made meanwhile wait in line.
-    static BUSY: Lua = Lua::new(&["local function ms() local t = redis.call('TIME') \
-         return t[1] * 1000 + math.floor(t[2] / 1000) end \
-         local until_ms = ms() + tonumber(ARGV[1]) while ms() < until_ms do end return 1"]);
+    /// Keeps the server busy for a count of empty iterations (20 million: about 150 ms):
+    /// not by its clock, which Valkey stops while a script runs.
+    static BUSY: Lua = Lua::new(&["for _ = 1, tonumber(ARGV[1]) do end return 1"]);
 
     async fn single(server: &RedisServer) -> Conn {
         let client = redis::Client::open(server.url().as_str()).expect("url");
-        Conn::Single(ConnectionManager::new(client).await.expect("connect"))
+        // A response timeout far beyond the busy call, however loaded the machine.
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(30)));
+        let manager = ConnectionManager::new_with_config(client, config).await;
+        Conn::Single(manager.expect("connect"))
     }
 
     fn push(conn: &Conn, list: &str, item: &str) -> Arc<Invocation> {
@@ -310,7 +314,7 @@ mod tests {
     /// Starts a call that keeps the server busy, and returns once it is on its way.
     async fn occupy(line: &Arc<Coalescer>, conn: &Conn) -> tokio::task::JoinHandle<()> {
         let mut busy = BUSY.invocation(conn);
-        busy.key("busy").arg(150);
+        busy.key("busy").arg(20_000_000);
         let (line, conn, busy) = (Arc::clone(line), conn.clone(), Arc::new(busy));
         let handle = tokio::spawn(async move {
             line.call(&conn, &busy).await.expect("busy");
