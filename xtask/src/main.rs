@@ -112,32 +112,32 @@ fn test(extra: &[String]) -> Result<(), String> {
     timed("packaging", package::check)
 }
 
-/// The test files of fencelock that run on every server: every primitive and its notifications,
-/// renewal, RedLock, inspection, faults, Cluster and Sentinel. The model and process tests,
-/// the blocking façade and the other crates exercise fencelock's own logic the same way on any
-/// server, and run on the default one only.
+/// The modules of fencelock's `locks` tests that run on every server, as libtest filters:
+/// every primitive and its notifications, renewal, RedLock, inspection, faults, Cluster and
+/// Sentinel. The model and process tests, the blocking façade and the other crates exercise
+/// fencelock's own logic the same way on any server, and run on the default one only.
 const REPRESENTATIVE: [&str; 11] = [
-    "mutex",
-    "fair",
-    "reentrant",
-    "rwlock",
-    "semaphore",
-    "multi",
-    "redlock",
-    "inspect",
-    "faults",
-    "cluster",
-    "sentinel",
+    "mutex::",
+    "fair::",
+    "reentrant::",
+    "rwlock::",
+    "semaphore::",
+    "multi::",
+    "redlock::",
+    "inspect::",
+    "faults::",
+    "cluster::",
+    "sentinel::",
 ];
 
 /// fencelock's unit tests and [`REPRESENTATIVE`] tests on the server in `dir`, then the security
 /// tests with their output shown, so that a TLS test skipped on a build without TLS says so.
+/// The unit tests run apart: a filter given to `cargo test` applies to every binary it runs.
 fn representative_tests(dir: &str) -> Result<(), String> {
     let server = [("FENCELOCK_SERVER_DIR", dir)];
-    let mut args = vec!["test", "-p", "fencelock", "--lib"];
-    for test in REPRESENTATIVE {
-        args.extend(["--test", test]);
-    }
+    cargo(&["test", "-p", "fencelock", "--lib"], &server)?;
+    let mut args = vec!["test", "-p", "fencelock", "--test", "locks", "--"];
+    args.extend(REPRESENTATIVE);
     cargo(&args, &server)?;
     cargo(
         &[
@@ -145,8 +145,9 @@ fn representative_tests(dir: &str) -> Result<(), String> {
             "-p",
             "fencelock",
             "--test",
-            "security",
+            "locks",
             "--",
+            "security::",
             "--show-output",
         ],
         &server,

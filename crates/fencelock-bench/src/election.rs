@@ -564,7 +564,7 @@ fn parse_etcd_messages(metrics: &str) -> Result<EtcdMessages> {
 pub async fn candidate_process(url: &str, name: &str, lease_ms: u64) -> Result<()> {
     let client = fencelock::Client::connect(url).await?;
     let lease = fencelock::Lease::Renewed(Duration::from_millis(lease_ms));
-    let options = fencelock::MutexOptions::default().lease(lease);
+    let options = fencelock::LockOptions::default().lease(lease);
     let election = client.election_with_options(name, options)?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut leadership = None;

@@ -81,8 +81,10 @@ pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Redlock
         .collect::<Result<Vec<_>>>()?;
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let single = fencelock::Client::connect(urls[0].as_str()).await?;
-    let one = fencelock::Client::connect_redlock(urls.iter().take(1).map(String::as_str)).await?;
-    let five = fencelock::Client::connect_redlock(urls.iter().map(String::as_str)).await?;
+    let one = fencelock::Deployment::redlock(urls.iter().take(1).map(String::as_str))?;
+    let one = fencelock::Client::connect(one).await?;
+    let five = fencelock::Deployment::redlock(urls.iter().map(String::as_str))?;
+    let five = fencelock::Client::connect(five).await?;
     let setups = [
         ("Client::connect, 1 server", 1, single, "single"),
         ("connect_redlock, 1 master", 1, one, "rl1"),
@@ -122,9 +124,8 @@ async fn paused_master(
     duration: Duration,
 ) -> Result<PausedMaster> {
     let options = fencelock::ClientOptions::default().node_timeout(NODE_TIMEOUT);
-    let client =
-        fencelock::Client::connect_redlock_with_options(urls.iter().map(String::as_str), options)
-            .await?;
+    let masters = fencelock::Deployment::redlock(urls.iter().map(String::as_str))?;
+    let client = fencelock::Client::connect_with_options(masters, options).await?;
     let (cycles, acquire, _) = cycles(&client, "paused", duration).await?;
     // Two masters held by another owner: two grants and two refusals leave the paused
     // master's vote to decide.

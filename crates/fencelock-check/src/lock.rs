@@ -5,10 +5,8 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fencelock::{
-    Client, ClientOptions, FairMutex, FairMutexGuard, Holder, Lease, MultiMutex, MultiMutexGuard,
-    Mutex, MutexGuard, MutexOptions, ReentrantMutex, ReentrantMutexGuard, RwLock, RwLockOptions,
-    RwLockReadGuard, RwLockWriteGuard, Semaphore, SemaphoreOptions, SemaphorePermit,
-    SentinelOptions,
+    Client, ClientOptions, Deployment as Redis, FairMutex, Guard, Holder, Lease, LockOptions,
+    MultiMutex, Mutex, ReentrantMutex, RwLock, Semaphore,
 };
 use fencelock_testkit::process::monotonic_nanos;
 use nix::sys::signal::{raise, Signal};
@@ -339,7 +337,7 @@ fn wall_millis() -> i64 {
 pub struct FencelockLock {
     fenced: bool,
     lock: FencelockKind,
-    guard: Option<FencelockGuard>,
+    guard: Option<Guard>,
     /// Holds taken so far: a read-write lock takes every other one shared.
     holds: u64,
 }
@@ -354,46 +352,7 @@ enum FencelockKind {
     /// outer hold must keep the lock.
     Reentrant(ReentrantMutex, Holder),
     /// The lane's name and a second name of its own, taken together.
-    Multi(MultiMutex, String),
-}
-
-#[derive(Debug)]
-enum FencelockGuard {
-    Mutex(MutexGuard),
-    Fair(FairMutexGuard),
-    Read(RwLockReadGuard),
-    Write(RwLockWriteGuard),
-    Permit(SemaphorePermit),
-    Reentrant(ReentrantMutexGuard),
-    Multi(MultiMutexGuard),
-}
-
-impl FencelockGuard {
-    fn fence(&self, multi_name: Option<&str>) -> u64 {
-        match self {
-            FencelockGuard::Mutex(g) => g.fence().get(),
-            FencelockGuard::Fair(g) => g.fence().get(),
-            FencelockGuard::Read(g) => g.fence().get(),
-            FencelockGuard::Write(g) => g.fence().get(),
-            FencelockGuard::Permit(g) => g.fence().get(),
-            FencelockGuard::Reentrant(g) => g.fence().get(),
-            FencelockGuard::Multi(g) => multi_name
-                .and_then(|name| g.fence(name))
-                .map_or(0, |f| f.get()),
-        }
-    }
-
-    async fn unlock(self) -> fencelock::Result<()> {
-        match self {
-            FencelockGuard::Mutex(g) => g.unlock().await,
-            FencelockGuard::Fair(g) => g.unlock().await,
-            FencelockGuard::Read(g) => g.unlock().await,
-            FencelockGuard::Write(g) => g.unlock().await,
-            FencelockGuard::Permit(g) => g.release().await,
-            FencelockGuard::Reentrant(g) => g.unlock().await,
-            FencelockGuard::Multi(g) => g.unlock().await,
-        }
-    }
+    Multi(MultiMutex),
 }
 
 /// Connects the one fencelock client a worker's lanes share.
@@ -403,7 +362,7 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
     Ok(match strategy.deployment() {
         Deployment::Redlock => {
             let options = ClientOptions::default().node_timeout(REDLOCK_NODE_TIMEOUT);
-            Client::connect_redlock_with_options(urls, options).await?
+            Client::connect_with_options(Redis::redlock(urls)?, options).await?
         }
         Deployment::Sentinel => {
             let service = args
@@ -415,13 +374,7 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
             } else {
                 ClientOptions::default()
             };
-            Client::connect_sentinel_with_options(
-                urls,
-                service,
-                SentinelOptions::default(),
-                options,
-            )
-            .await?
+            Client::connect_with_options(Redis::sentinel(urls, service)?, options).await?
         }
         Deployment::Cluster => {
             let options = if strategy == Strategy::FencelockClusterWait {
@@ -429,7 +382,7 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
             } else {
                 ClientOptions::default()
             };
-            Client::connect_cluster_with_options(urls, options).await?
+            Client::connect_with_options(Redis::cluster(urls)?, options).await?
         }
         // The fence memory as short as the lease, so that the clock step past it comes after
         // a quiet the run can afford.
@@ -443,18 +396,17 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
 
 impl FencelockLock {
     fn new(client: &Client, strategy: Strategy, name: &str, lease: Duration) -> Result<Self> {
-        let lease = Lease::Renewed(lease);
-        let options = MutexOptions::default().lease(lease);
+        let options = LockOptions::default().lease(Lease::Renewed(lease));
         let lock = match strategy {
             Strategy::FencelockFairFenced => {
                 FencelockKind::Fair(client.fair_mutex_with_options(name, options)?)
             }
-            Strategy::FencelockRwlockFenced => FencelockKind::RwLock(
-                client.rwlock_with_options(name, RwLockOptions::default().lease(lease))?,
-            ),
-            Strategy::FencelockSemaphoreFenced => FencelockKind::Semaphore(
-                client.semaphore_with_options(name, 1, SemaphoreOptions::default().lease(lease))?,
-            ),
+            Strategy::FencelockRwlockFenced => {
+                FencelockKind::RwLock(client.rwlock_with_options(name, options)?)
+            }
+            Strategy::FencelockSemaphoreFenced => {
+                FencelockKind::Semaphore(client.semaphore_with_options(name, 1, options)?)
+            }
             Strategy::FencelockReentrantFenced => FencelockKind::Reentrant(
                 client.reentrant_mutex_with_options(name, options)?,
                 client.holder()?,
@@ -462,7 +414,6 @@ impl FencelockLock {
             Strategy::FencelockMultiFenced => FencelockKind::Multi(
                 client
                     .multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?,
-                name.to_owned(),
             ),
             _ => FencelockKind::Mutex(client.mutex_with_options(name, options)?),
         };
@@ -477,26 +428,19 @@ impl FencelockLock {
     async fn acquire(&mut self, timeout: Duration) -> Acquired {
         self.holds += 1;
         let shared = matches!(self.lock, FencelockKind::RwLock(_)) && self.holds.is_multiple_of(2);
-        let granted = match &self.lock {
-            FencelockKind::Mutex(m) => m.lock_timeout(timeout).await.map(FencelockGuard::Mutex),
-            FencelockKind::Fair(m) => m.lock_timeout(timeout).await.map(FencelockGuard::Fair),
-            FencelockKind::RwLock(l) if shared => {
-                l.read_timeout(timeout).await.map(FencelockGuard::Read)
-            }
-            FencelockKind::RwLock(l) => l.write_timeout(timeout).await.map(FencelockGuard::Write),
-            FencelockKind::Semaphore(s) => {
-                s.acquire_timeout(timeout).await.map(FencelockGuard::Permit)
-            }
+        let granted: fencelock::Result<Guard> = match &self.lock {
+            FencelockKind::Mutex(m) => m.lock_timeout(timeout).await.map(Guard::from),
+            FencelockKind::Fair(m) => m.lock_timeout(timeout).await.map(Guard::from),
+            FencelockKind::RwLock(l) if shared => l.read_timeout(timeout).await.map(Guard::from),
+            FencelockKind::RwLock(l) => l.write_timeout(timeout).await.map(Guard::from),
+            FencelockKind::Semaphore(s) => s.acquire_timeout(timeout).await.map(Guard::from),
             FencelockKind::Reentrant(m, holder) => reenter(m, holder, timeout).await,
-            FencelockKind::Multi(m, _) => m.lock_timeout(timeout).await.map(FencelockGuard::Multi),
+            // The lane's name is the first: the guard's fence is its.
+            FencelockKind::Multi(m) => m.lock_timeout(timeout).await.map(Guard::from),
         };
         match granted {
             Ok(guard) => {
-                let multi_name = match &self.lock {
-                    FencelockKind::Multi(_, name) => Some(name.as_str()),
-                    _ => None,
-                };
-                let fence = self.fenced.then(|| guard.fence(multi_name));
+                let fence = self.fenced.then(|| guard.fence().get());
                 self.guard = Some(guard);
                 Acquired::Held { fence, shared }
             }
@@ -524,9 +468,9 @@ async fn reenter(
     lock: &ReentrantMutex,
     holder: &Holder,
     timeout: Duration,
-) -> fencelock::Result<FencelockGuard> {
+) -> fencelock::Result<Guard> {
     let outer = lock.lock_timeout(holder, timeout).await?;
     let inner = lock.lock_timeout(holder, timeout).await?;
     inner.unlock().await?;
-    Ok(FencelockGuard::Reentrant(outer))
+    Ok(outer.into())
 }

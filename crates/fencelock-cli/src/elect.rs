@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use fencelock::{Client, Election, Leader, Lease, MutexOptions};
+use fencelock::{Client, Election, Leader, Lease, LockOptions};
 
 use crate::run::{self, Ending, Signals};
 use crate::{exit, output, parse_duration, Failure, Target};
@@ -110,7 +110,7 @@ pub(crate) async fn elect(
     target: &Target,
     plan: ElectPlan,
 ) -> Result<u8, Failure> {
-    let options = MutexOptions::default().lease(Lease::Renewed(plan.lease));
+    let options = LockOptions::default().lease(Lease::Renewed(plan.lease));
     let election = client.election_with_options(&plan.name, options)?;
     let value = plan.value.clone().unwrap_or_else(crate::holder_label);
     let mut signals = Signals::new()?;

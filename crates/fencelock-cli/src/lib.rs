@@ -32,7 +32,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use fencelock::{Client, ClientOptions, SentinelOptions};
+use fencelock::{Client, ClientOptions, Deployment};
 
 pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
@@ -426,23 +426,17 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
 
 async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
     let options = options.holder_label(holder_label());
-    let client = match target {
-        Target::Single(url) => Client::connect_with_options(url.as_str(), options).await,
-        Target::RedLock(masters) => {
-            Client::connect_redlock_with_options(masters.iter().map(String::as_str), options).await
-        }
-        Target::Cluster(nodes) => {
-            Client::connect_cluster_with_options(nodes.iter().map(String::as_str), options).await
-        }
+    let deployment = match target {
+        Target::Single(url) => Deployment::server(url.as_str()),
+        Target::RedLock(masters) => Deployment::redlock(masters.iter().map(String::as_str)),
+        Target::Cluster(nodes) => Deployment::cluster(nodes.iter().map(String::as_str)),
         Target::Sentinel { sentinels, service } => {
-            Client::connect_sentinel_with_options(
-                sentinels.iter().map(String::as_str),
-                service,
-                SentinelOptions::default(),
-                options,
-            )
-            .await
+            Deployment::sentinel(sentinels.iter().map(String::as_str), service)
         }
+    };
+    let client = match deployment {
+        Ok(deployment) => Client::connect_with_options(deployment, options).await,
+        Err(e) => Err(e),
     };
     // A wrong address is refused with what is expected there (`Error::InvalidAddress`).
     client.map_err(|e| Failure::at(target, e))

@@ -5,9 +5,7 @@
 use std::time::{Duration, Instant};
 
 use fencelock::{
-    Client, FairMutex, FairMutexGuard, Fence, Holder, Lease, LockKind, Lost, Mutex, MutexGuard,
-    MutexOptions, RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard, Semaphore,
-    SemaphoreOptions, SemaphorePermit,
+    Client, FairMutex, Guard, Holder, Lease, LockKind, LockOptions, Mutex, RwLock, Semaphore,
 };
 
 /// What `fencelock run` was asked to hold.
@@ -62,31 +60,17 @@ impl Lock {
         lease: Duration,
         label: &str,
     ) -> fencelock::Result<Lock> {
-        let lease = Lease::Renewed(lease);
+        let options = LockOptions::default().lease(Lease::Renewed(lease));
         let holder = || client.holder_named(label).or_else(|_| client.holder());
         Ok(match want {
-            Want::Mutex => {
-                Lock::Mutex(client.mutex_with_options(name, MutexOptions::default().lease(lease))?)
-            }
+            Want::Mutex => Lock::Mutex(client.mutex_with_options(name, options)?),
             Want::Semaphore { total, permits } => Lock::Semaphore(
-                client.semaphore_with_options(
-                    name,
-                    total,
-                    SemaphoreOptions::default().lease(lease),
-                )?,
+                client.semaphore_with_options(name, total, options)?,
                 permits,
             ),
-            Want::Read => Lock::Read(
-                client.rwlock_with_options(name, RwLockOptions::default().lease(lease))?,
-                holder()?,
-            ),
-            Want::Write => Lock::Write(
-                client.rwlock_with_options(name, RwLockOptions::default().lease(lease))?,
-                holder()?,
-            ),
-            Want::Fair => Lock::Fair(
-                client.fair_mutex_with_options(name, MutexOptions::default().lease(lease))?,
-            ),
+            Want::Read => Lock::Read(client.rwlock_with_options(name, options)?, holder()?),
+            Want::Write => Lock::Write(client.rwlock_with_options(name, options)?, holder()?),
+            Want::Fair => Lock::Fair(client.fair_mutex_with_options(name, options)?),
         })
     }
 
@@ -119,91 +103,40 @@ impl Lock {
     /// Takes the lock.
     pub(crate) async fn take(&self, wait: Wait) -> fencelock::Result<Guard> {
         Ok(match self {
-            Lock::Mutex(m) => Guard::Mutex(match wait {
-                Wait::No => m.try_lock().await?,
-                Wait::AtMost(limit) => m.lock_timeout(limit).await?,
-                Wait::Forever => m.lock().await?,
-            }),
-            Lock::Semaphore(s, n) => Guard::Permit(match wait {
-                Wait::No => s.try_acquire_many(*n).await?,
-                Wait::AtMost(limit) => s.acquire_many_timeout(*n, limit).await?,
-                Wait::Forever => s.acquire_many(*n).await?,
-            }),
-            Lock::Read(l, h) => Guard::Read(match wait {
-                Wait::No => l.try_read_as(h).await?,
-                Wait::AtMost(limit) => l.read_timeout_as(h, limit).await?,
-                Wait::Forever => l.read_as(h).await?,
-            }),
-            Lock::Write(l, h) => Guard::Write(match wait {
-                Wait::No => l.try_write_as(h).await?,
-                Wait::AtMost(limit) => l.write_timeout_as(h, limit).await?,
-                Wait::Forever => l.write_as(h).await?,
-            }),
-            Lock::Fair(f) => Guard::Fair(match wait {
-                Wait::No => f.try_lock().await?,
-                Wait::AtMost(limit) => f.lock_timeout(limit).await?,
-                Wait::Forever => f.lock().await?,
-            }),
+            Lock::Mutex(m) => match wait {
+                Wait::No => m.try_lock().await?.into(),
+                Wait::AtMost(limit) => m.lock_timeout(limit).await?.into(),
+                Wait::Forever => m.lock().await?.into(),
+            },
+            Lock::Semaphore(s, n) => match wait {
+                Wait::No => s.try_acquire_many(*n).await?.into(),
+                Wait::AtMost(limit) => s.acquire_many_timeout(*n, limit).await?.into(),
+                Wait::Forever => s.acquire_many(*n).await?.into(),
+            },
+            Lock::Read(l, h) => match wait {
+                Wait::No => l.try_read_as(h).await?.into(),
+                Wait::AtMost(limit) => l.read_timeout_as(h, limit).await?.into(),
+                Wait::Forever => l.read_as(h).await?.into(),
+            },
+            Lock::Write(l, h) => match wait {
+                Wait::No => l.try_write_as(h).await?.into(),
+                Wait::AtMost(limit) => l.write_timeout_as(h, limit).await?.into(),
+                Wait::Forever => l.write_as(h).await?.into(),
+            },
+            Lock::Fair(f) => match wait {
+                Wait::No => f.try_lock().await?.into(),
+                Wait::AtMost(limit) => f.lock_timeout(limit).await?.into(),
+                Wait::Forever => f.lock().await?.into(),
+            },
         })
     }
 }
 
-/// A held lock of one of the primitives.
-pub(crate) enum Guard {
-    Mutex(MutexGuard),
-    Permit(SemaphorePermit),
-    Read(RwLockReadGuard),
-    Write(RwLockWriteGuard),
-    Fair(FairMutexGuard),
-}
-
-/// Runs `$body` with `$g` bound to the guard inside, whichever it is.
-macro_rules! each {
-    ($guard:expr, $g:ident => $body:expr) => {
-        match $guard {
-            Guard::Mutex($g) => $body,
-            Guard::Permit($g) => $body,
-            Guard::Read($g) => $body,
-            Guard::Write($g) => $body,
-            Guard::Fair($g) => $body,
-        }
-    };
-}
-
-impl Guard {
-    /// The fencing token of the grant.
-    pub(crate) fn fence(&self) -> Fence {
-        each!(self, g => g.fence())
-    }
-
-    /// Whether the lock is still held as far as this process knows.
-    pub(crate) fn is_held(&self) -> bool {
-        each!(self, g => g.is_held())
-    }
-
-    /// Completes when the lock is lost.
-    pub(crate) async fn lost(&self) -> Lost {
-        each!(self, g => g.lost().await)
-    }
-
-    /// Releases the lock, but not before `at` when there is one: until then it stays held
-    /// and ends by itself.
-    pub(crate) async fn unlock(self, at: Option<Instant>) -> fencelock::Result<()> {
-        let Some(at) = at else {
-            return match self {
-                Guard::Permit(p) => p.release().await,
-                Guard::Mutex(g) => g.unlock().await,
-                Guard::Read(g) => g.unlock().await,
-                Guard::Write(g) => g.unlock().await,
-                Guard::Fair(g) => g.unlock().await,
-            };
-        };
-        match self {
-            Guard::Permit(p) => p.release_no_earlier_than(at).await,
-            Guard::Mutex(g) => g.unlock_no_earlier_than(at).await,
-            Guard::Read(g) => g.unlock_no_earlier_than(at).await,
-            Guard::Write(g) => g.unlock_no_earlier_than(at).await,
-            Guard::Fair(g) => g.unlock_no_earlier_than(at).await,
-        }
+/// Releases the lock, but not before `at` when there is one: until then it stays held and
+/// ends by itself.
+pub(crate) async fn unlock(guard: Guard, at: Option<Instant>) -> fencelock::Result<()> {
+    match at {
+        Some(at) => guard.unlock_no_earlier_than(at).await,
+        None => guard.unlock().await,
     }
 }

@@ -7,13 +7,13 @@
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, Error, LockKind, Lost};
+use fencelock::{Client, Error, Guard, LockKind, Lost};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::lock::{Guard, Lock};
+use crate::lock::{self, Lock};
 use crate::{exit, output, Failure, LockPlan, RunPlan, Target};
 
 /// Before the first progress line of `--verbose`: a lock that is free within this long
@@ -30,7 +30,7 @@ pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Resu
     let mut child = match spawn(&plan.command, &plan.lock.name, &fence, &[]) {
         Ok(child) => child,
         Err(failure) => {
-            let _ = taken.guard.unlock(None).await;
+            let _ = taken.guard.unlock().await;
             return Err(failure);
         }
     };
@@ -99,7 +99,7 @@ struct Taken {
 
 impl Taken {
     async fn release(self) -> fencelock::Result<()> {
-        self.guard.unlock(self.keep_until).await
+        lock::unlock(self.guard, self.keep_until).await
     }
 }
 

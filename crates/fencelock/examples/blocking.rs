@@ -3,16 +3,18 @@
 //! the lock `nightly-report`, as threads of several instances would.
 //!
 //! `cargo run -p fencelock --example blocking` uses the Redis at `REDIS_URL` (default
-//! `redis://127.0.0.1/`). Each thread blocks until the lock is its own; the lease is renewed
-//! meanwhile by the client's own runtime thread. Each grant's fence is larger than the one
-//! before it, and goes with what the thread writes.
+//! `redis://127.0.0.1/`). The lock handle is the async one; the blocking client runs its
+//! `lock()` to completion on the calling thread, which blocks until the lock is its own, and
+//! the guard it returns blocks on `unlock`. The lease is renewed meanwhile by the client's own
+//! runtime thread. Each grant's fence is larger than the one before it, and goes with what the
+//! thread writes.
 
 use std::error::Error;
 use std::thread;
 use std::time::Duration;
 
-use fencelock::blocking::{Client, Mutex};
-use fencelock::Fence;
+use fencelock::blocking::Client;
+use fencelock::{Fence, Mutex};
 
 const THREADS: usize = 4;
 
@@ -23,8 +25,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let threads: Vec<_> = (1..=THREADS)
         .map(|part| {
-            let report = report.clone();
-            thread::spawn(move || write_part(&report, part))
+            let (client, report) = (client.clone(), report.clone());
+            thread::spawn(move || write_part(&client, &report, part))
         })
         .collect();
     for thread in threads {
@@ -37,8 +39,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 }
 
 /// Blocks until this thread holds the lock, writes its part, and releases the lock.
-fn write_part(report: &Mutex, part: usize) -> Result<(), fencelock::Error> {
-    let guard = report.lock()?;
+fn write_part(client: &Client, report: &Mutex, part: usize) -> Result<(), fencelock::Error> {
+    let guard = client.lock(report.lock())?;
     append(part, guard.fence());
     guard.unlock() // Err(NotHeld) if the lease had been lost
 }

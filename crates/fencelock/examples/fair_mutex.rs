@@ -1,7 +1,8 @@
 //! A fair mutex serves its waiters first come, first served: five print jobs arrive one after
 //! another while the printer is busy, and they print in the order they arrived, whichever of
-//! them happens to run first when the printer is free. A `Mutex` wakes its longest waiter too,
-//! but promises no order: a request that finds it free for a moment takes it at once.
+//! them happens to run first when the printer is free. A `Mutex` hands the lock to a waiter at
+//! each release too, but promises no order: it serves the waiter that tried least recently,
+//! and a request that finds it free takes it at once.
 //!
 //! `cargo run -p fencelock --example fair_mutex` uses the Redis at `REDIS_URL` (default
 //! `redis://127.0.0.1/`). The jobs here are tasks of one program; they could as well be

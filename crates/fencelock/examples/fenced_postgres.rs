@@ -15,7 +15,7 @@
 use std::error::Error;
 use std::time::Duration;
 
-use fencelock::{Client, Fence, Lease, MutexOptions};
+use fencelock::{Client, Fence, Lease, LockOptions};
 use tokio_postgres::NoTls;
 
 const SCHEMA: &str = "
@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Two holders, as two instances of a service would be. A fixed lease is one nobody
     // renews: what a renewed lease becomes while its process is stopped.
     let lease = Duration::from_secs(1);
-    let options = MutexOptions::default().lease(Lease::Fixed(lease));
+    let options = LockOptions::default().lease(Lease::Fixed(lease));
     let first = Client::connect(redis_url.as_str()).await?;
     let second = Client::connect(redis_url.as_str()).await?;
 

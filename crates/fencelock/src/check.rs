@@ -104,7 +104,7 @@ impl Client {
         for (section, settings) in SECTIONS {
             let reply = redis::cmd("INFO")
                 .arg(section)
-                .query_async::<redis::Value>(&mut self.shared.conn.clone())
+                .query_async::<redis::Value>(&mut self.shared.nodes.first().clone())
                 .await;
             let texts = match reply {
                 Ok(value) => node_texts(value),
@@ -132,7 +132,7 @@ impl Client {
 
     /// What the server read at connect lacks.
     fn version_warnings(&self) -> Vec<DeploymentWarning> {
-        let conn = &self.shared.conn;
+        let conn = self.shared.nodes.first();
         match &self.shared.server {
             Some(server) if conn.is_sharded() && !conn.announces_sharded() => {
                 vec![DeploymentWarning::BroadcastReleases {

@@ -3,29 +3,25 @@
 use std::fmt;
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::IntoConnectionInfo;
-
-use crate::election::Election;
+use crate::core::holds::{Holds, Registered};
+use crate::core::keeper::Keeper;
+use crate::core::nodes::Nodes;
+use crate::core::notify::{Notifier, Source, Timing};
+use crate::core::observe;
+use crate::core::shared::Shared;
 use crate::error::{Error, Result};
-use crate::fair::FairMutex;
-use crate::holds::{Holds, Registered};
-use crate::keeper::Keeper;
 use crate::keys::LockKeys;
-use crate::multi::MultiMutex;
-use crate::mutex::Mutex;
-use crate::notify::{Notifier, Source, Timing};
-use crate::observe;
-use crate::options::{ClientOptions, MutexOptions};
-use crate::quorum::Quorum;
-use crate::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
-use crate::rwlock::{RwLock, RwLockOptions};
-use crate::semaphore::{Semaphore, SemaphoreOptions};
-use crate::shared::Shared;
+use crate::kinds::election::Election;
+use crate::kinds::fair::FairMutex;
+use crate::kinds::multi::MultiMutex;
+use crate::kinds::mutex::Mutex;
+use crate::kinds::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
+use crate::kinds::rwlock::RwLock;
+use crate::kinds::semaphore::Semaphore;
+use crate::options::{ClientOptions, LockOptions};
 use crate::token::random_id;
 use crate::transport::conn::Conn;
-use crate::transport::server::{self, Server};
-use crate::transport::{check_access, single_server};
+use crate::transport::server::Server;
 
 /// A connection to Redis and the background work every lock made from it shares.
 ///
@@ -61,128 +57,6 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects with default options.
-    ///
-    /// Accepts what the `redis` crate accepts: a URL such as `redis://127.0.0.1:6379/`,
-    /// `redis://user:password@host/`, `rediss://host/` for TLS, or `redis+unix:///path`, and a
-    /// [`redis::ConnectionInfo`]. From a [`redis::Client`], use [`Client::from_redis`].
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when the URL is malformed, saying
-    /// what is expected; [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached;
-    /// also when Redis refuses the credentials or requires a password the URL lacks,
-    /// which [`Error::is_auth_failure`](crate::Error::is_auth_failure) tells apart;
-    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the server is a Redis
-    /// older than 6.2, read from its `HELLO` reply at connect.
-    /// [`Error::Unsupported`](crate::Error::Unsupported) for a `rediss://` URL when fencelock was
-    /// built without its `tls` feature.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is left behind.
-    ///
-    /// # Examples
-    ///
-    /// See [`Client`].
-    pub async fn connect<T: IntoConnectionInfo>(target: T) -> Result<Client> {
-        Client::connect_with_options(target, ClientOptions::default()).await
-    }
-
-    /// Connects with the given options.
-    ///
-    /// The client starts its renewal and notification tasks on the current tokio runtime.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime (as `tokio::spawn` does).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range;
-    /// [`Error::Redis`](crate::Error::Redis) as for [`Client::connect`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is left behind.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let url = server.url();
-    /// use fencelock::{Client, ClientOptions};
-    ///
-    /// let options = ClientOptions::default().prefix("payments:");
-    /// let client = Client::connect_with_options(url.as_str(), options).await?;
-    /// # let _ = client;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn connect_with_options<T: IntoConnectionInfo>(
-        target: T,
-        options: ClientOptions,
-    ) -> Result<Client> {
-        let redis = single_server(target, &options)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(options.response_timeout))
-            .set_connection_timeout(Some(options.connection_timeout))
-            .set_number_of_retries(1);
-        let mut manager = ConnectionManager::new_with_config(redis.clone(), config).await?;
-        check_access(&mut manager).await?;
-        let server = server::read(&mut manager).await?;
-        Client::assemble(
-            Conn::Single(manager),
-            Source::Single(redis),
-            server,
-            options,
-        )
-    }
-
-    /// Connects to the server an existing [`redis::Client`] is configured for, so that a
-    /// service that already talks to Redis configures it once. The address, database,
-    /// credentials and TLS settings are taken from it; fencelock opens connections of its own
-    /// (its lock commands and its release notifications must not queue behind the service's
-    /// commands), with `options`' timeouts.
-    ///
-    /// To start from a [`redis::ConnectionInfo`], pass it to [`Client::connect_with_options`]:
-    /// it is accepted wherever a URL is.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Client::connect_with_options`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is left behind.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let url = server.url();
-    /// let redis = redis::Client::open(url.as_str())?; // the service's own client
-    /// let locks = fencelock::Client::from_redis(&redis, fencelock::ClientOptions::default()).await?;
-    /// locks.mutex("migrations")?.lock().await?.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn from_redis(redis: &redis::Client, options: ClientOptions) -> Result<Client> {
-        Client::connect_with_options(redis.get_connection_info().clone(), options).await
-    }
-
     /// A client over a connection made for some deployment, with its notification source and
     /// the server read at connect; starts the renewal and notification tasks.
     pub(crate) fn assemble(
@@ -191,24 +65,22 @@ impl Client {
         server: Option<Server>,
         options: ClientOptions,
     ) -> Result<Client> {
-        Client::assemble_quorum(Quorum::single(conn), vec![source], server, options)
+        Client::assemble_nodes(Nodes::single(conn), vec![source], server, options)
     }
 
     /// A client whose leases live on `nodes`, notified through every source.
-    pub(crate) fn assemble_quorum(
-        nodes: Quorum,
+    pub(crate) fn assemble_nodes(
+        nodes: Nodes,
         sources: Vec<Source>,
         server: Option<Server>,
         options: ClientOptions,
     ) -> Result<Client> {
         observe::describe();
         let nodes = Arc::new(nodes);
-        let conn = nodes.first().clone();
-        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
+        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch, options.drift);
         let notifier = Notifier::spawn_all(sources, Timing::of(&options));
         Ok(Client {
             shared: Arc::new(Shared {
-                conn,
                 nodes,
                 id: random_id()?,
                 options,
@@ -242,7 +114,7 @@ impl Client {
     /// # }
     /// ```
     pub fn mutex(&self, name: impl AsRef<[u8]>) -> Result<Mutex> {
-        self.mutex_with_options(name, MutexOptions::default())
+        self.mutex_with_options(name, LockOptions::default())
     }
 
     /// A distributed mutex with its own options. See [`Client::mutex`].
@@ -254,14 +126,14 @@ impl Client {
     ///
     /// # Examples
     ///
-    /// See [`MutexOptions`].
+    /// See [`LockOptions`].
     pub fn mutex_with_options(
         &self,
         name: impl AsRef<[u8]>,
-        options: MutexOptions,
+        options: LockOptions,
     ) -> Result<Mutex> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        Mutex::new(Arc::clone(&self.shared), keys, options)
+        Mutex::new(Arc::clone(&self.shared), keys, &options)
     }
 
     /// A leader election named `name`, with the client's default lease and no wait limit on a
@@ -280,7 +152,7 @@ impl Client {
     ///
     /// See [`Election`].
     pub fn election(&self, name: impl AsRef<[u8]>) -> Result<Election> {
-        self.election_with_options(name, MutexOptions::default())
+        self.election_with_options(name, LockOptions::default())
     }
 
     /// A leader election with its own lease, and a wait limit on each campaign. See
@@ -296,10 +168,10 @@ impl Client {
     /// ```no_run
     /// # async fn demo(client: fencelock::Client) -> Result<(), fencelock::Error> {
     /// use std::time::Duration;
-    /// use fencelock::{Lease, MutexOptions};
+    /// use fencelock::{Lease, LockOptions};
     ///
     /// // A crashed leader is replaced within 5 s; a pause of 5 s costs the leadership.
-    /// let options = MutexOptions::default().lease(Lease::Renewed(Duration::from_secs(5)));
+    /// let options = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(5)));
     /// let election = client.election_with_options("scheduler", options)?;
     /// # let _ = election;
     /// # Ok(())
@@ -308,10 +180,10 @@ impl Client {
     pub fn election_with_options(
         &self,
         name: impl AsRef<[u8]>,
-        options: MutexOptions,
+        options: LockOptions,
     ) -> Result<Election> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        Election::new(Arc::clone(&self.shared), keys, options)
+        Election::new(Arc::clone(&self.shared), keys, &options)
     }
 
     /// Gives back every lock this client holds and stops its background work: what to call
@@ -427,7 +299,7 @@ impl Client {
     /// # }
     /// ```
     pub fn fair_mutex(&self, name: impl AsRef<[u8]>) -> Result<FairMutex> {
-        self.fair_mutex_with_options(name, MutexOptions::default())
+        self.fair_mutex_with_options(name, LockOptions::default())
     }
 
     /// A fair distributed mutex with its own options. See [`Client::fair_mutex`].
@@ -442,9 +314,9 @@ impl Client {
     /// ```no_run
     /// # async fn demo(client: fencelock::Client) -> Result<(), fencelock::Error> {
     /// use std::time::Duration;
-    /// use fencelock::MutexOptions;
+    /// use fencelock::LockOptions;
     ///
-    /// let options = MutexOptions::default().wait_timeout(Duration::from_secs(30));
+    /// let options = LockOptions::default().wait_timeout(Duration::from_secs(30));
     /// let turns = client.fair_mutex_with_options("printer", options)?;
     /// # let _ = turns;
     /// # Ok(())
@@ -453,11 +325,10 @@ impl Client {
     pub fn fair_mutex_with_options(
         &self,
         name: impl AsRef<[u8]>,
-        options: MutexOptions,
+        options: LockOptions,
     ) -> Result<FairMutex> {
-        self.shared.require_single("FairMutex")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        FairMutex::new(Arc::clone(&self.shared), keys, options)
+        FairMutex::new(Arc::clone(&self.shared), keys, &options)
     }
 }
 
@@ -516,7 +387,7 @@ impl Client {
     ///
     /// See [`ReentrantMutex`].
     pub fn reentrant_mutex(&self, name: impl AsRef<[u8]>) -> Result<ReentrantMutex> {
-        self.reentrant_mutex_with_options(name, MutexOptions::default())
+        self.reentrant_mutex_with_options(name, LockOptions::default())
     }
 
     /// A reentrant mutex with its own options. See [`Client::reentrant_mutex`].
@@ -531,9 +402,9 @@ impl Client {
     /// ```no_run
     /// # async fn demo(client: fencelock::Client) -> Result<(), fencelock::Error> {
     /// use std::time::Duration;
-    /// use fencelock::{Lease, MutexOptions};
+    /// use fencelock::{Lease, LockOptions};
     ///
-    /// let options = MutexOptions::default()
+    /// let options = LockOptions::default()
     ///     .lease(Lease::Renewed(Duration::from_secs(10)))
     ///     .wait_timeout(Duration::from_secs(2));
     /// let mutex = client.reentrant_mutex_with_options("ledger", options)?;
@@ -544,11 +415,10 @@ impl Client {
     pub fn reentrant_mutex_with_options(
         &self,
         name: impl AsRef<[u8]>,
-        options: MutexOptions,
+        options: LockOptions,
     ) -> Result<ReentrantMutex> {
-        self.shared.require_single("ReentrantMutex")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        ReentrantMutex::new(Arc::clone(&self.shared), &keys, &options)
+        ReentrantMutex::new(Arc::clone(&self.shared), keys, &options)
     }
 }
 
@@ -569,7 +439,7 @@ impl Client {
     ///
     /// See [`RwLock`].
     pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
-        self.rwlock_with_options(name, RwLockOptions::default())
+        self.rwlock_with_options(name, LockOptions::default())
     }
 
     /// A distributed read-write lock with its own options. See [`Client::rwlock`].
@@ -581,15 +451,14 @@ impl Client {
     ///
     /// # Examples
     ///
-    /// See [`RwLockOptions`].
+    /// See [`LockOptions`].
     pub fn rwlock_with_options(
         &self,
         name: impl AsRef<[u8]>,
-        options: RwLockOptions,
+        options: LockOptions,
     ) -> Result<RwLock> {
-        self.shared.require_single("RwLock")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        RwLock::new(Arc::clone(&self.shared), &keys, &options)
+        RwLock::new(Arc::clone(&self.shared), keys, &options)
     }
 }
 
@@ -618,7 +487,7 @@ impl Client {
     /// # }
     /// ```
     pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
-        self.semaphore_with_options(name, permits, SemaphoreOptions::default())
+        self.semaphore_with_options(name, permits, LockOptions::default())
     }
 
     /// A distributed semaphore with its own options. See [`Client::semaphore`].
@@ -629,16 +498,15 @@ impl Client {
     ///
     /// # Examples
     ///
-    /// See [`SemaphoreOptions`].
+    /// See [`LockOptions`].
     pub fn semaphore_with_options(
         &self,
         name: impl AsRef<[u8]>,
         permits: u32,
-        options: SemaphoreOptions,
+        options: LockOptions,
     ) -> Result<Semaphore> {
-        self.shared.require_single("Semaphore")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
-        Semaphore::new(Arc::clone(&self.shared), keys, permits, options)
+        Semaphore::new(Arc::clone(&self.shared), keys, permits, &options)
     }
 }
 
@@ -673,7 +541,7 @@ impl Client {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        self.multi_mutex_with_options(names, MutexOptions::default())
+        self.multi_mutex_with_options(names, LockOptions::default())
     }
 
     /// A lock of several names with its own options: the lease applies to every name, the wait
@@ -687,13 +555,12 @@ impl Client {
     /// # Examples
     ///
     /// See [`MultiMutexGuard::extend`](crate::MultiMutexGuard::extend).
-    pub fn multi_mutex_with_options<I>(&self, names: I, options: MutexOptions) -> Result<MultiMutex>
+    pub fn multi_mutex_with_options<I>(&self, names: I, options: LockOptions) -> Result<MultiMutex>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        self.shared.require_single("MultiMutex")?;
-        MultiMutex::new(Arc::clone(&self.shared), names, options)
+        MultiMutex::new(Arc::clone(&self.shared), names, &options)
     }
 }
 

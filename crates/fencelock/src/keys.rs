@@ -52,6 +52,11 @@ impl LockKeys {
         })
     }
 
+    /// The name as given, byte for byte.
+    pub(crate) fn name(&self) -> &[u8] {
+        &self.name
+    }
+
     /// The name as given, shown lossily where it is not UTF-8.
     pub(crate) fn display_name(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()
@@ -67,8 +72,8 @@ impl LockKeys {
     }
 
     /// The channel `<prefix>{<name>}:<wake>:<client tag>` of the name's wake channel `wake`
-    /// that only the client `client_id` listens to: where a release names that client's woken
-    /// waiter (`lua/mutex_value.lua`, `channel_of`).
+    /// that only the client `client_id` listens to: where a release tells that client's waiter
+    /// that it granted it the lock (`kinds/mutex/value.lua`, `channel_of`).
     pub(crate) fn client_channel(&self, wake: &str, client_id: &str) -> Vec<u8> {
         let mut channel = self.key(wake);
         channel.push(b':');
@@ -83,92 +88,7 @@ impl LockKeys {
 }
 
 /// The suffix of the key every kind of lock of a name takes its fences from.
-const FENCE: &str = "fence";
-
-/// Where each kind of lock keeps its state under a name: the suffixes of its keys and of the
-/// channels its releases are announced on (`<prefix>{<name>}:<suffix>`). The one table of
-/// them: the primitives make their keys from it, and inspection reads them by it.
-pub(crate) mod layout {
-    /// A [`Mutex`](crate::Mutex)'s, and each name's of a [`MultiMutex`](crate::MultiMutex).
-    pub(crate) const MUTEX: MutexKeys = MutexKeys {
-        lock: "mutex",
-        places: "mutex-waiters",
-        wake: "wake",
-    };
-
-    /// A [`FairMutex`](crate::FairMutex)'s.
-    pub(crate) const FAIR: FairKeys = FairKeys {
-        lock: "fair",
-        places: "fair-places",
-        line: "fair-line",
-        wake: "fair-wake",
-    };
-
-    /// A [`ReentrantMutex`](crate::ReentrantMutex)'s.
-    pub(crate) const REENTRANT: HashKeys = HashKeys {
-        lock: "rmutex",
-        wake: "rmutex-wake",
-    };
-
-    /// A [`Semaphore`](crate::Semaphore)'s.
-    pub(crate) const SEMAPHORE: HashKeys = HashKeys {
-        lock: "sem",
-        wake: "sem-wake",
-    };
-
-    /// An [`RwLock`](crate::RwLock)'s.
-    pub(crate) const RWLOCK: RwLockKeys = RwLockKeys {
-        lock: "rw",
-        wake_readers: "rw-wake-r",
-        wake_writers: "rw-wake-w",
-    };
-
-    /// An [`Election`](crate::Election)'s. Its candidates wait on the mutex's channel.
-    pub(crate) const ELECTION: ElectionKeys = ElectionKeys {
-        leader: "election",
-        changes: "election-changes",
-        wake: MUTEX.wake,
-    };
-
-    /// A mutex: under `lock`, its holder's token and fence, or once released its last fence
-    /// and the woken waiter it is kept for (`lua/mutex_value.lua`).
-    pub(crate) struct MutexKeys {
-        pub(crate) lock: &'static str,
-        /// The waiters' places: token -> when the place ends.
-        pub(crate) places: &'static str,
-        pub(crate) wake: &'static str,
-    }
-
-    /// A fair mutex: its owner under `lock`, and its line of waiters.
-    pub(crate) struct FairKeys {
-        pub(crate) lock: &'static str,
-        /// The waiters' places: token -> when the place ends.
-        pub(crate) places: &'static str,
-        /// The waiters in line, first come first.
-        pub(crate) line: &'static str,
-        pub(crate) wake: &'static str,
-    }
-
-    /// A lock whose holders are the fields of one hash.
-    pub(crate) struct HashKeys {
-        pub(crate) lock: &'static str,
-        pub(crate) wake: &'static str,
-    }
-
-    /// A read-write lock: its holds in one hash, readers and writers woken apart.
-    pub(crate) struct RwLockKeys {
-        pub(crate) lock: &'static str,
-        pub(crate) wake_readers: &'static str,
-        pub(crate) wake_writers: &'static str,
-    }
-
-    /// An election: the leader under `leader`, its changes published on `changes`.
-    pub(crate) struct ElectionKeys {
-        pub(crate) leader: &'static str,
-        pub(crate) changes: &'static str,
-        pub(crate) wake: &'static str,
-    }
-}
+pub(crate) const FENCE: &str = "fence";
 
 impl fmt::Debug for LockKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -230,34 +150,6 @@ mod tests {
         let k = keys(b"lottery");
         assert_eq!(k.key("mutex"), b"fencelock:{lottery}:mutex");
         assert_eq!(k.fence_key(), b"fencelock:{lottery}:fence");
-        assert_eq!(k.key(layout::MUTEX.wake), b"fencelock:{lottery}:wake");
-    }
-
-    #[test]
-    fn no_two_keys_or_channels_of_the_table_are_one() {
-        use layout::{ELECTION, FAIR, MUTEX, REENTRANT, RWLOCK, SEMAPHORE};
-        // An election's candidates wait on the mutex's channel (ELECTION.wake) by design.
-        let suffixes = [
-            FENCE,
-            MUTEX.lock,
-            MUTEX.places,
-            MUTEX.wake,
-            FAIR.lock,
-            FAIR.places,
-            FAIR.line,
-            FAIR.wake,
-            REENTRANT.lock,
-            REENTRANT.wake,
-            SEMAPHORE.lock,
-            SEMAPHORE.wake,
-            RWLOCK.lock,
-            RWLOCK.wake_readers,
-            RWLOCK.wake_writers,
-            ELECTION.leader,
-            ELECTION.changes,
-        ];
-        let distinct: std::collections::HashSet<_> = suffixes.iter().collect();
-        assert_eq!(distinct.len(), suffixes.len(), "{suffixes:?}");
     }
 
     #[test]

@@ -10,52 +10,40 @@ pub mod blocking;
 mod check;
 mod client;
 mod connect;
-mod election;
+mod core;
 mod error;
-mod fair;
 // Only for the fuzz targets and their replay (crates/fencelock-fuzz); not part of the API. Always
 // built rather than behind a feature, so that it is no option a user sees, and rather than
 // behind a `--cfg`, so that the test suite's replay of the fuzz targets shares the build of
 // every other test instead of compiling the dependency tree a second time.
 #[doc(hidden)]
 pub mod fuzzing;
-mod grant;
-mod guard;
-mod holds;
 mod inspect;
-mod keeper;
 mod keys;
-mod lease;
-mod multi;
-mod mutex;
-mod notify;
-mod observe;
+mod kinds;
 mod options;
-mod quorum;
 mod race;
-mod redlock;
-mod reentrant;
-mod rwlock;
-mod scripts;
-mod semaphore;
-mod shared;
+#[cfg(test)]
+mod testing;
 mod token;
 mod transport;
 
+pub use crate::core::guard::Guard;
+pub use crate::core::lease::Lost;
+pub use crate::core::stored::{LockInfo, LockKind};
 pub use check::DeploymentWarning;
 pub use client::Client;
-pub use election::{Election, Leader, LeaderWatch, Leadership};
+pub use connect::{Deployment, IntoDeployment};
 pub use error::{Error, Optional, Result};
-pub use fair::{FairMutex, FairMutexGuard};
-pub use inspect::{LockInfo, LockKind};
 pub use keys::MAX_NAME_LEN;
-pub use lease::Lost;
-pub use multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
-pub use mutex::{Mutex, MutexGuard};
-pub use options::{ClientOptions, Lease, MutexOptions, MAX_LEASE, MIN_LEASE};
-pub use reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
-pub use rwlock::{RwLock, RwLockOptions, RwLockReadGuard, RwLockWriteGuard};
-pub use semaphore::{Semaphore, SemaphoreOptions, SemaphorePermit};
+pub use kinds::election::{Election, Leader, LeaderWatch, Leadership};
+pub use kinds::fair::{FairMutex, FairMutexGuard};
+pub use kinds::multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
+pub use kinds::mutex::{Mutex, MutexGuard};
+pub use kinds::reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
+pub use kinds::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use kinds::semaphore::{Semaphore, SemaphorePermit};
+pub use options::{ClientOptions, Lease, LockOptions, MAX_LEASE, MIN_LEASE};
 pub use token::Fence;
 pub use transport::sentinel::SentinelOptions;
 

@@ -390,14 +390,14 @@ impl ClientOptions {
         self
     }
 
-    /// How long each node of a RedLock client ([`Client::connect_redlock`]) is given to answer
+    /// How long each node of a RedLock client ([`Deployment::redlock`]) is given to answer
     /// one request before its vote is counted as lost. Default: 250 ms.
     ///
     /// Keep it well below the lease: a request waits for the slowest node that answers within
     /// this time, so it bounds how long a node that is paused or cut off delays an acquire.
     /// Single-node clients use [`response_timeout`](ClientOptions::response_timeout) instead.
     ///
-    /// [`Client::connect_redlock`]: crate::Client::connect_redlock
+    /// [`Deployment::redlock`]: crate::Deployment::redlock
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
@@ -592,18 +592,18 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Settings of one [`Mutex`](crate::Mutex), and of the other primitives that take no
-/// settings of their own ([`ReentrantMutex`](crate::ReentrantMutex),
-/// [`FairMutex`](crate::FairMutex), [`MultiMutex`](crate::MultiMutex)).
+/// Settings of one lock, whatever its kind: the lease of each grant and how long an acquire
+/// waits. Every constructor of a lock has a `_with_options` form that takes them
+/// ([`Client::mutex_with_options`](crate::Client::mutex_with_options) and the like).
 ///
 /// # Examples
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use fencelock::{Lease, MutexOptions};
+/// use fencelock::{Lease, LockOptions};
 ///
 /// # async fn demo(client: fencelock::Client) -> Result<(), fencelock::Error> {
-/// let options = MutexOptions::default()
+/// let options = LockOptions::default()
 ///     .lease(Lease::Fixed(Duration::from_secs(5)))
 ///     .wait_timeout(Duration::from_secs(2));
 /// let mutex = client.mutex_with_options("report", options)?;
@@ -612,12 +612,12 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
 /// # }
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct MutexOptions {
+pub struct LockOptions {
     pub(crate) lease: Option<Lease>,
     pub(crate) wait_timeout: Option<Duration>,
 }
 
-impl MutexOptions {
+impl LockOptions {
     /// The lease of each grant. Default: the client's
     /// [`default_lease`](ClientOptions::default_lease).
     pub fn lease(mut self, lease: Lease) -> Self {
@@ -625,8 +625,10 @@ impl MutexOptions {
         self
     }
 
-    /// How long [`Mutex::lock`](crate::Mutex::lock) waits before it gives up with
-    /// [`Error::Timeout`]. Default: no limit.
+    /// How long a waiting acquire ([`Mutex::lock`](crate::Mutex::lock),
+    /// [`Semaphore::acquire`](crate::Semaphore::acquire), [`RwLock::read`](crate::RwLock::read),
+    /// [`Election::campaign`](crate::Election::campaign), ...) waits before it gives up with
+    /// [`Error::Timeout`]; the `*_timeout` forms take their own limit. Default: no limit.
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
         self

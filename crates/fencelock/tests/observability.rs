@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use common::{client, eventually, ms, take_each_primitive};
-use fencelock::{Error, Lease, Lost, MutexOptions};
+use fencelock::{Error, Lease, LockOptions, Lost};
 use fencelock_testkit::RedisServer;
 use metrics::{SharedString, Unit};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -374,7 +374,7 @@ fn a_lease_deleted_behind_the_holder_is_counted_lost() {
     let lease = ms(600);
     let seen = observe(|| async {
         let c = client(&server).await;
-        let options = MutexOptions::default().lease(Lease::Renewed(lease));
+        let options = LockOptions::default().lease(Lease::Renewed(lease));
         let guard = c
             .mutex_with_options("doomed", options)
             .expect("name")

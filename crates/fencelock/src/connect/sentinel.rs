@@ -1,6 +1,6 @@
-//! `Client::connect_sentinel`: the client asks the sentinels for the master of a service and
-//! follows it across failovers. Without the `sentinel` feature the constructors stay, and
-//! refuse with [`Error::Unsupported`](crate::Error::Unsupported).
+//! A client of a Sentinel deployment: it asks the sentinels for the master of a service and
+//! follows it across failovers. Without the `sentinel` feature a Sentinel deployment is
+//! refused with [`Error::Unsupported`](crate::Error::Unsupported).
 
 #[cfg(not(feature = "sentinel"))]
 use std::convert::Infallible;
@@ -9,14 +9,14 @@ use std::time::Duration;
 
 #[cfg(feature = "sentinel")]
 use redis::sentinel::SentinelClient;
-use redis::IntoConnectionInfo;
 #[cfg(feature = "sentinel")]
-use redis::{AsyncConnectionConfig, ConnectionInfo};
+use redis::AsyncConnectionConfig;
+use redis::ConnectionInfo;
 
 use crate::client::Client;
-use crate::error::Result;
 #[cfg(feature = "sentinel")]
-use crate::notify::Source;
+use crate::core::notify::Source;
+use crate::error::Result;
 use crate::options::ClientOptions;
 #[cfg(feature = "sentinel")]
 use crate::transport::conn::Conn;
@@ -26,110 +26,20 @@ use crate::transport::sentinel::{sentinel_resolver, SentinelOptions};
 #[cfg(feature = "sentinel")]
 use crate::transport::server;
 
-impl Client {
-    /// Connects through Redis Sentinel with default options: asks the sentinels for the
-    /// master of `service_name` and sends every lock command to it.
-    ///
-    /// `sentinels` are the sentinels' addresses, in any form the `redis` crate accepts
-    /// (`redis://127.0.0.1:26379/`); the first that answers is asked. When a command finds
-    /// the master unreachable or demoted, or a sentinel announces a new master, the client
-    /// asks again and further commands go to the new master; the lock commands that can be
-    /// resent safely (acquire and release, idempotent by owner token) are resent, other
-    /// operations return an error for which
-    /// [`Error::is_unavailable`](crate::Error::is_unavailable) is true. Waiters subscribe on
-    /// the master too and follow it the same way. See
-    /// [following failovers](crate::SentinelOptions#following-failovers) for the details.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an empty list of sentinels;
-    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address is malformed;
-    /// [`Error::Redis`](crate::Error::Redis) when no sentinel answers,
-    /// none names a master for `service_name`, or the master cannot be reached;
-    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the master is a Redis
-    /// older than 6.2; [`Error::Unsupported`](crate::Error::Unsupported) when fencelock was built
-    /// without its `sentinel` feature.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is left behind.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let group = fencelock_testkit::SentinelGroup::start();
-    /// # let sentinels = group.sentinel_urls();
-    /// # let service = group.service_name();
-    /// // sentinels: ["redis://127.0.0.1:26379/", ...]
-    /// let client = fencelock::Client::connect_sentinel(sentinels, service).await?;
-    /// let guard = client.mutex("nightly-report")?.lock().await?;
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn connect_sentinel<I>(sentinels: I, service_name: &str) -> Result<Client>
-    where
-        I: IntoIterator,
-        I::Item: IntoConnectionInfo,
-    {
-        Client::connect_sentinel_with_options(
-            sentinels,
-            service_name,
-            SentinelOptions::default(),
-            ClientOptions::default(),
-        )
-        .await
-    }
-
-    /// Connects through Redis Sentinel with credentials for the master and client options.
-    /// See [`Client::connect_sentinel`].
-    ///
-    /// The options' timeouts apply to the master connection; asking the sentinels for the
-    /// master is bounded by twice their sum.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime, as [`Client::connect_with_options`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range or no
-    /// sentinels; [`Error::Redis`](crate::Error::Redis) as for [`Client::connect_sentinel`],
-    /// and when the master refuses the credentials;
-    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) as for
-    /// [`Client::connect_sentinel`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is left behind.
-    ///
-    /// # Examples
-    ///
-    /// See [`SentinelOptions`].
-    pub async fn connect_sentinel_with_options<I>(
-        sentinels: I,
-        service_name: &str,
-        nodes: SentinelOptions,
-        options: ClientOptions,
-    ) -> Result<Client>
-    where
-        I: IntoIterator,
-        I::Item: IntoConnectionInfo,
-    {
-        let resolver = sentinel_resolver(sentinels, service_name, &nodes, &options)?;
-        connect(resolver, service_name, options).await
-    }
+/// Connects to the master of `service` that the `sentinels` name.
+pub(super) async fn connect(
+    sentinels: Vec<ConnectionInfo>,
+    service: &str,
+    nodes: SentinelOptions,
+    options: ClientOptions,
+) -> Result<Client> {
+    let resolver = sentinel_resolver(sentinels, service, &nodes, &options)?;
+    connect_to(resolver, service, options).await
 }
 
 /// Connects to the master the sentinels name, through the checked resolver.
 #[cfg(feature = "sentinel")]
-async fn connect(
+async fn connect_to(
     (resolver, sentinels): (SentinelClient, Vec<ConnectionInfo>),
     service_name: &str,
     options: ClientOptions,
@@ -155,7 +65,7 @@ async fn connect(
 }
 
 #[cfg(not(feature = "sentinel"))]
-async fn connect(never: Infallible, _: &str, _: ClientOptions) -> Result<Client> {
+async fn connect_to(never: Infallible, _: &str, _: ClientOptions) -> Result<Client> {
     match never {}
 }
 
@@ -168,11 +78,12 @@ fn resolve_timeout(options: &ClientOptions) -> Duration {
 
 #[cfg(all(test, not(feature = "sentinel")))]
 mod tests {
-    use crate::{Client, Error};
+    use crate::{Client, Deployment, Error};
 
     #[tokio::test]
     async fn without_the_feature_sentinel_is_refused_by_name() {
-        let refused = Client::connect_sentinel(["redis://127.0.0.1:26379/"], "locks").await;
+        let sentinel = Deployment::sentinel(["redis://127.0.0.1:26379/"], "locks");
+        let refused = Client::connect(sentinel.expect("an address")).await;
         assert!(
             matches!(
                 refused,

@@ -24,7 +24,7 @@ use crate::transport::invalid_address;
 use crate::transport::{addresses, Role};
 
 /// The client of the cluster and its nodes' addresses, with the options checked: all that
-/// [`Client::connect_cluster_with_options`] does before it connects.
+/// connecting to [`Deployment::cluster`](crate::Deployment::cluster) does before it connects.
 #[cfg(feature = "cluster")]
 pub(crate) fn cluster_nodes<I, T>(
     nodes: I,

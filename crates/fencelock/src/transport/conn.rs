@@ -83,23 +83,37 @@ impl Conn {
         }
     }
 
+    /// What [`wait_for_replicas`](Self::wait_for_replicas) needs to know of the connection
+    /// a write is about to go through: taken before the write, given to the `WAIT` after it.
+    pub(crate) fn replication_mark(&self) -> ReplicationMark {
+        match self {
+            #[cfg(feature = "sentinel")]
+            Conn::Sentinel(conn) => ReplicationMark(conn.generation()),
+            _ => ReplicationMark(None),
+        }
+    }
+
     /// Sends `WAIT replicas timeout` to the master that holds `routing_key`, over the
-    /// connection this handle sent its last command through, and returns how many replicas
+    /// connection the writes since `mark` went through, and returns how many replicas
     /// acknowledged every write sent on that connection before the `WAIT`.
     ///
     /// The server blocks the whole connection while it waits, for at most `timeout`.
-    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    #[cfg_attr(
+        not(all(feature = "cluster", feature = "sentinel")),
+        allow(unused_variables)
+    )]
     pub(crate) async fn wait_for_replicas(
         &mut self,
         routing_key: &[u8],
         replicas: usize,
         timeout: Duration,
+        mark: ReplicationMark,
     ) -> RedisResult<usize> {
         let wait = wait_command(replicas, timeout);
         match self {
             Conn::Single(conn) => wait.query_async(conn).await,
             #[cfg(feature = "sentinel")]
-            Conn::Sentinel(conn) => conn.wait(&wait).await,
+            Conn::Sentinel(conn) => conn.wait(&wait, mark.0).await,
             // The cluster keeps one connection per node, so the WAIT follows the grant's
             // writes on the same connection to the same master.
             #[cfg(feature = "cluster")]
@@ -112,6 +126,12 @@ impl Conn {
         }
     }
 }
+
+/// Which master connection a write went through, where a deployment may replace it (a
+/// Sentinel's master connection, after a failover): a `WAIT` on a newer connection would not
+/// cover the write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReplicationMark(Option<u64>);
 
 /// How many keys one `SCAN` call asks for.
 const SCAN_COUNT: usize = 1000;

@@ -3,7 +3,9 @@
 //! [`Conn`](conn::Conn) and never asks which kind of Redis it talks to.
 
 pub(crate) mod cluster;
+pub(crate) mod coalesce;
 pub(crate) mod conn;
+pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod server;
 
@@ -107,7 +109,10 @@ pub(crate) fn single_server<T: IntoConnectionInfo>(
 
 /// The address `target` names. Without the `tls` feature the `redis` crate refuses `rediss://`
 /// as a malformed address; fencelock says what is missing instead.
-fn connection_info<T: IntoConnectionInfo>(target: T, role: Role) -> Result<ConnectionInfo> {
+pub(crate) fn connection_info<T: IntoConnectionInfo>(
+    target: T,
+    role: Role,
+) -> Result<ConnectionInfo> {
     target.into_connection_info().map_err(|e| {
         if cfg!(not(feature = "tls"))
             && e.kind() == redis::ErrorKind::InvalidClientConfig

@@ -32,14 +32,13 @@ pub(crate) use master::SentinelConn;
 /// # Examples
 ///
 /// ```no_run
-/// use fencelock::{Client, ClientOptions, SentinelOptions};
+/// use fencelock::{Client, Deployment, SentinelOptions};
 ///
 /// # async fn demo() -> Result<(), fencelock::Error> {
 /// let sentinels = ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"];
 /// let nodes = SentinelOptions::default().master_username("app").master_password("s3cret");
 /// let client =
-///     Client::connect_sentinel_with_options(sentinels, "orders", nodes, ClientOptions::default())
-///         .await?;
+///     Client::connect(Deployment::sentinel(sentinels, "orders")?.sentinel_options(nodes)).await?;
 /// # let _ = client;
 /// # Ok(())
 /// # }
@@ -95,8 +94,8 @@ impl std::fmt::Debug for SentinelOptions {
 }
 
 /// The client that asks the sentinels for the master of `service_name`, and the sentinels'
-/// addresses, with the options checked: all that [`Client::connect_sentinel_with_options`]
-/// does before it connects.
+/// addresses, with the options checked: all that connecting to
+/// [`Deployment::sentinel`](crate::Deployment::sentinel) does before it connects.
 #[cfg(feature = "sentinel")]
 pub(crate) fn sentinel_resolver<I>(
     sentinels: I,

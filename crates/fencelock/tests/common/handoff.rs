@@ -4,16 +4,18 @@
 
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Lease, MutexOptions};
+use fencelock::{Client, ClientOptions, Guard, Lease, LockOptions};
 use fencelock_testkit::process::{
-    env_parse, env_var, monotonic_nanos, say, start_barrier, Workers, DONE, GO, READY,
+    env_parse, env_var, monotonic_nanos, say, start_barrier, Event, Workers, DONE, GO, READY,
 };
 use fencelock_testkit::{check_no_overlap, RedisServer};
 
 use super::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 
 /// The worker role that waits for its turns (see [`waiter_worker`]).
-pub const WAITER: &str = "waiter";
+pub const WAITER: &str = "handoff::waiter";
+/// The worker roles of the hand-off scenarios.
+pub const WORKERS: &[(&str, fn())] = &[(WAITER, waiter_worker)];
 /// Which lock the waiters take: `fair` or `mutex`.
 const KIND_ENV: &str = "FENCELOCK_TEST_LOCK_KIND";
 const LOCK: &str = "turns";
@@ -59,44 +61,22 @@ impl Kind {
 
     /// Takes `name`, waiting for it.
     async fn lock(self, client: &Client, name: &str) -> Guard {
-        match self {
-            Kind::Fair => Guard::Fair(
-                client
-                    .fair_mutex_with_options(name, options())
-                    .expect("valid lock")
-                    .lock()
-                    .await
-                    .expect("lock"),
-            ),
-            Kind::Mutex => Guard::Mutex(
-                client
-                    .mutex_with_options(name, options())
-                    .expect("valid lock")
-                    .lock()
-                    .await
-                    .expect("lock"),
-            ),
-        }
-    }
-}
-
-enum Guard {
-    Fair(fencelock::FairMutexGuard),
-    Mutex(fencelock::MutexGuard),
-}
-
-impl Guard {
-    async fn unlock(self) {
-        let unlocked = match self {
-            Guard::Fair(guard) => guard.unlock().await,
-            Guard::Mutex(guard) => guard.unlock().await,
+        let guard: fencelock::Result<Guard> = match self {
+            Kind::Fair => {
+                let lock = client.fair_mutex_with_options(name, options());
+                lock.expect("valid lock").lock().await.map(Guard::from)
+            }
+            Kind::Mutex => {
+                let lock = client.mutex_with_options(name, options());
+                lock.expect("valid lock").lock().await.map(Guard::from)
+            }
         };
-        unlocked.expect("unlock: the lock was held all along");
+        guard.expect("lock")
     }
 }
 
-fn options() -> MutexOptions {
-    MutexOptions::default().lease(Lease::Fixed(Duration::from_secs(30)))
+fn options() -> LockOptions {
+    LockOptions::default().lease(Lease::Fixed(Duration::from_secs(30)))
 }
 
 fn client_options() -> ClientOptions {
@@ -132,6 +112,88 @@ pub fn one_wake_up_per_hand_off(kind: Kind) {
         per_hand_off[1] <= per_hand_off[0] + 0.25,
         "more waiters cost more per hand-off: {per_hand_off:?}"
     );
+}
+
+/// How long a release may take to reach the next live waiter when the one at the head of the
+/// line was killed: the release must skip it in the same call, not wait for its place to end.
+const PAST_A_DEAD_WAITER: Duration = Duration::from_millis(50);
+
+/// Two waiting processes, one behind the other; the one at the head is killed with SIGKILL.
+/// The release must hand the lock to the live one at once: the dead one's place would last
+/// three wake fallbacks (a minute here) and its lease 30 s.
+pub fn a_killed_head_waiter_is_skipped(kind: Kind) {
+    let server = RedisServer::start();
+    let envs = [
+        (URL_ENV, server.url()),
+        (TASKS_ENV, "1".to_owned()),
+        (KIND_ENV, kind.code().to_owned()),
+    ];
+    let mut workers = Workers::spawn(WAITER, 2, &envs);
+    workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
+    let runtime = runtime();
+    let guard = runtime.block_on(async {
+        let client = Client::connect_with_options(server.url().as_str(), client_options())
+            .await
+            .expect("the orchestrator connects to redis");
+        kind.lock(&client, LOCK).await
+    });
+    for i in 0..2 {
+        workers.send(i, GO);
+        line_reaches(kind, &server, i + 1);
+    }
+    calls_settle(&server);
+    let listening = listening_channels(&server);
+    workers.kill(0);
+    let deadline = Instant::now() + STARTUP_LIMIT;
+    while listening_channels(&server) >= listening {
+        assert!(
+            Instant::now() < deadline,
+            "the killed waiter's connection stays open"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        line_len(kind, &server),
+        2,
+        "the dead waiter keeps its place"
+    );
+
+    runtime
+        .block_on(guard.unlock())
+        .expect("unlock: the lock was held all along");
+    let released = monotonic_nanos();
+    let mut sections = Vec::new();
+    let deadline = Instant::now() + WORKLOAD_LIMIT;
+    loop {
+        match workers.next_event(deadline) {
+            Event::Line(1, line) if line == DONE => break,
+            Event::Line(i, line) => sections.push(parse_section(i, &line)),
+            // The killed waiter's output closes; the live one must go on.
+            Event::Closed(0) => {}
+            Event::Closed(i) => panic!("waiter {i} closed its output before {DONE:?}"),
+        }
+    }
+    workers.reap_killed(0, Instant::now() + STARTUP_LIMIT);
+    let live = workers.reap(1, Instant::now() + STARTUP_LIMIT);
+    assert!(live.success(), "the live waiter failed: {live}");
+    let [section] = sections.as_slice() else {
+        panic!("only the live waiter has a turn, not {}", sections.len());
+    };
+    let after = Duration::from_nanos(section.enter.saturating_sub(released));
+    println!("    {kind:?}: release returned → the live waiter holds it: {after:?}");
+    assert!(
+        after < PAST_A_DEAD_WAITER,
+        "the live waiter got the {kind:?} lock {after:?} after the release, behind a dead one"
+    );
+}
+
+/// How many pub/sub channels have a subscriber: each waiting client listens on its own.
+fn listening_channels(server: &RedisServer) -> usize {
+    server
+        .cli(&["PUBSUB", "CHANNELS"])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .count()
 }
 
 pub enum Arrival {
@@ -186,7 +248,11 @@ pub fn run_line(
     let guard = runtime.block_on(async {
         // Load every script before counting: a server's first call of a script costs an extra
         // failed EVALSHA (NOSCRIPT) before it is loaded.
-        kind.lock(&client, "warm").await.unlock().await;
+        kind.lock(&client, "warm")
+            .await
+            .unlock()
+            .await
+            .expect("unlock");
         kind.lock(&client, LOCK).await
     });
     match arrival {
@@ -206,7 +272,9 @@ pub fn run_line(
 
     let calls_before = command_calls(server, "evalsha");
     let started = Instant::now();
-    runtime.block_on(guard.unlock());
+    runtime
+        .block_on(guard.unlock())
+        .expect("unlock: the lock was held all along");
     let deadline = started + WORKLOAD_LIMIT;
     let mut sections = Vec::with_capacity(waiters);
     // Every worker must report its turns and then `DONE`.
@@ -312,7 +380,10 @@ pub fn waiter_worker() {
                 let enter = monotonic_nanos();
                 tokio::time::sleep(HOLD).await;
                 let exit = monotonic_nanos();
-                guard.unlock().await;
+                guard
+                    .unlock()
+                    .await
+                    .expect("unlock: the lock was held all along");
                 say(&format!("T {enter} {exit}"));
             });
         }

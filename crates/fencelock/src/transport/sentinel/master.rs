@@ -37,9 +37,6 @@ const WATCH_RETRY: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub(crate) struct SentinelConn {
     router: Arc<Router>,
-    /// The master connection this handle last sent a command through, so that a `WAIT` sent
-    /// on this handle can tell whether it would still cover that command's writes.
-    last_used: Option<u64>,
 }
 
 /// What every handle of one client shares.
@@ -98,10 +95,7 @@ impl SentinelConn {
         });
         router.master().await?;
         tokio::spawn(watch_switches(Arc::downgrade(&router), watched));
-        Ok(SentinelConn {
-            router,
-            last_used: None,
-        })
+        Ok(SentinelConn { router })
     }
 
     /// Asks the sentinels for the master now and returns a client for it, for connections
@@ -118,20 +112,38 @@ impl SentinelConn {
         self.router.moves.subscribe()
     }
 
-    /// Sends `WAIT` on the master connection of this handle's last command, and returns how
-    /// many replicas acknowledged. Fails when that connection was replaced since: the new
-    /// connection's `WAIT` would not cover the earlier writes.
-    pub(crate) async fn wait(&mut self, wait: &Cmd) -> RedisResult<usize> {
-        let master = self.router.master().await?;
-        if self.last_used != Some(master.generation) {
-            return Err(io_error(
-                std::io::ErrorKind::ConnectionReset,
-                "the master connection was replaced after the write; its replication is unknown",
-            ));
-        }
-        let reply = wait.query_async(&mut master.conn.clone()).await;
-        self.router.check(&master, reply.as_ref().err());
-        reply
+    /// The generation of the master connection now, if there is one: taken before a write,
+    /// it tells [`wait`](Self::wait) whether that write went through the connection it waits on.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        self.router.current().map(|master| master.generation)
+    }
+
+    /// Sends `WAIT` on the master connection, and returns how many replicas acknowledged.
+    /// Fails unless that connection is still the one of generation `since`, taken before the
+    /// writes to cover: a newer connection's `WAIT` would not cover them. Every clone of this
+    /// handle shares the master connection, so the writes may have gone through any clone.
+    ///
+    /// Boxed, as the commands of [`ConnectionLike`] are: reconnecting to the master is a deep
+    /// future, which would otherwise be nested into every acquire's future, deep enough for
+    /// the compiler to give up proving that a task awaiting a lock is `Send`.
+    pub(crate) fn wait<'a>(
+        &'a mut self,
+        wait: &'a Cmd,
+        since: Option<u64>,
+    ) -> RedisFuture<'a, usize> {
+        Box::pin(async move {
+            let master = self.router.master().await?;
+            if since != Some(master.generation) {
+                return Err(io_error(
+                    std::io::ErrorKind::ConnectionReset,
+                    "the master connection was replaced after the write; its replication is \
+                     unknown",
+                ));
+            }
+            let reply = wait.query_async(&mut master.conn.clone()).await;
+            self.router.check(&master, reply.as_ref().err());
+            reply
+        })
     }
 }
 
@@ -139,7 +151,6 @@ impl ConnectionLike for SentinelConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let master = self.router.master().await?;
-            self.last_used = Some(master.generation);
             let reply = master.conn.clone().req_packed_command(cmd).await;
             self.router.check(&master, reply.as_ref().err());
             reply
@@ -154,7 +165,6 @@ impl ConnectionLike for SentinelConn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let master = self.router.master().await?;
-            self.last_used = Some(master.generation);
             let reply = master
                 .conn
                 .clone()

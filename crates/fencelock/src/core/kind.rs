@@ -1,0 +1,196 @@
+//! What a kind of lock is to the core: [`Kind`], implemented once by each kind's grant (in
+//! `src/kinds/`), and [`Lock`], the part of every lock handle that is the same for every kind.
+//!
+//! A kind says how to build its scripts' invocations and where its holders and waiters are
+//! kept; the core does the rest (the attempt and the wait, the lease and its renewal, the
+//! release on drop, the quorum of nodes) the same way for every kind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::transport::script::Invocation;
+
+use crate::core::keeper::Renewal;
+use crate::core::notify::Target;
+use crate::core::shared::Shared;
+use crate::error::Result;
+use crate::keys::LockKeys;
+use crate::options::{Lease, LockOptions};
+use crate::token::OwnerToken;
+
+/// One kind of grant: a mutex's, a permit's, a read hold's... Its scripts follow the reply
+/// conventions of `core/nodes.rs`.
+///
+/// The trait is the crate's own (its module is private): users name guards by their aliases,
+/// such as [`MutexGuard`](crate::MutexGuard), never by this trait.
+pub trait Kind: Send + Sync + 'static {
+    /// What the kind is called in spans, metrics and errors.
+    const NAME: &'static str;
+
+    /// What its guard is called: the alias users know it by, shown by its `Debug`.
+    const GUARD: &'static str;
+
+    /// Whether the kind can be granted by a majority of independent masters (RedLock): its
+    /// state on each master must make sense alone, and [`raise_fence`](Kind::raise_fence)
+    /// must raise a grant's fence on a master that granted. A kind that keeps more (a line,
+    /// several holders) runs on one deployment only, and its handle is refused on several.
+    const ON_SEVERAL_NODES: bool = false;
+
+    /// What every lock of the kind shares with every other kind.
+    fn lock(&self) -> &Lock;
+
+    /// Where releases of this lock are announced: the channel a waiter with no place listens
+    /// on, and the key a `WAIT` for replicas is routed by.
+    fn wake_channel(&self) -> &[u8];
+
+    /// Every channel whose releases may let a refused attempt through; a waiter is woken by a
+    /// release on any of them. By default the one [`wake_channel`](Kind::wake_channel).
+    ///
+    /// A lock of several channels can be refused while the lock of the channel that woke it is
+    /// free (another of its names is still held). Its waiter then passes that wake on to the
+    /// next waiter of the channel, which the release may have been meant for.
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.wake_channel())
+    }
+
+    /// The acquire script for `token`. `waits`: the caller waits if refused, so a refused
+    /// attempt may take a place among the waiters; `refused_before`: this token was refused
+    /// before, and gives up its place when granted.
+    fn acquire(&self, token: &OwnerToken, waits: bool, refused_before: bool) -> Invocation;
+
+    /// The release script for `token`: it also gives up a waiter's place.
+    fn release(&self, token: &OwnerToken) -> Invocation;
+
+    /// The extend script for `token`. Every extend script reads a last argument `exactly` as
+    /// leave to shorten the lease; without it, it only lengthens.
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
+
+    /// What the batch renewal checks and extends for a grant to `token`: every key must still
+    /// be held for the lease to count as renewed.
+    fn renewals(&self, token: &OwnerToken) -> Vec<Renewal>;
+
+    /// Whether an attempt that waits leaves state behind when refused that a waiter who gives
+    /// up must remove (a place in a line). The release script then also removes that state.
+    fn keeps_place_while_waiting(&self) -> bool {
+        false
+    }
+
+    /// Which releases wake a waiter whose attempts use `token`: by default any release.
+    fn wake_target(&self, _token: &OwnerToken) -> Target {
+        Target::Any
+    }
+
+    /// On several nodes: the script that raises the fence of `token`'s grant on a node that
+    /// granted it to at least `fence`, replying `1` when that node now remembers it. Only for
+    /// kinds [`ON_SEVERAL_NODES`](Kind::ON_SEVERAL_NODES).
+    fn raise_fence(&self, _token: &OwnerToken, _fence: u64) -> Option<Invocation> {
+        None
+    }
+
+    /// What the guard's `Debug` shows between the name and the fence, beside what every guard
+    /// shows.
+    fn describe(&self, _guard: &mut std::fmt::DebugStruct<'_, '_>) {}
+}
+
+/// What a held grant needs of its kind, whatever the kind: the part of [`Kind`] a guard uses
+/// after the grant, which a guard of any kind can be turned into (`Guard` without a kind).
+/// Every kind has it.
+pub trait Grant: Send + Sync + 'static {
+    /// See [`Kind::lock`].
+    fn lock(&self) -> &Lock;
+    /// See [`Kind::release`].
+    fn release(&self, token: &OwnerToken) -> Invocation;
+    /// See [`Kind::extend`].
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
+    /// See [`Kind::GUARD`].
+    fn guard_name(&self) -> &'static str;
+    /// See [`Kind::describe`].
+    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>);
+}
+
+impl<K: Kind> Grant for K {
+    fn lock(&self) -> &Lock {
+        Kind::lock(self)
+    }
+
+    fn release(&self, token: &OwnerToken) -> Invocation {
+        Kind::release(self, token)
+    }
+
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
+        Kind::extend(self, token, lease_ms)
+    }
+
+    fn guard_name(&self) -> &'static str {
+        K::GUARD
+    }
+
+    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>) {
+        Kind::describe(self, guard);
+    }
+}
+
+/// The part of every lock handle that every kind shares: its client, name and keys, the lease
+/// of each grant and how long a caller waits by default.
+#[derive(Clone)]
+pub struct Lock {
+    pub(crate) shared: Arc<Shared>,
+    /// The name as given, lossily decoded where it is not UTF-8: what errors and spans show.
+    pub(crate) name: String,
+    pub(crate) keys: LockKeys,
+    pub(crate) lease: Lease,
+    /// The lease in whole milliseconds, checked when the lock was made.
+    pub(crate) lease_ms: u64,
+    pub(crate) wait_timeout: Option<Duration>,
+}
+
+impl Lock {
+    /// A lock of kind `K` named by `keys`; refused when the client's nodes cannot hold that
+    /// kind, or the options are out of range.
+    pub(crate) fn new<K: Kind>(
+        shared: Arc<Shared>,
+        keys: LockKeys,
+        options: &LockOptions,
+    ) -> Result<Lock> {
+        shared.nodes.accept(K::NAME, K::ON_SEVERAL_NODES)?;
+        let lease = options.lease.unwrap_or(shared.options.default_lease);
+        Ok(Lock {
+            name: keys.display_name(),
+            lease_ms: lease.millis()?,
+            lease,
+            wait_timeout: options.wait_timeout,
+            keys,
+            shared,
+        })
+    }
+
+    /// `<prefix>{<name>}:<suffix>`: one of this lock's keys or channels.
+    pub(crate) fn key(&self, suffix: &str) -> Vec<u8> {
+        self.keys.key(suffix)
+    }
+
+    /// How long a lock name's last fence is kept beyond a lease, in ms.
+    pub(crate) fn fence_memory_ms(&self) -> u64 {
+        self.shared.options.fence_memory_ms()
+    }
+
+    /// The connection of a kind that runs on one node only: that node's.
+    pub(crate) fn conn(&self) -> crate::transport::conn::Conn {
+        self.shared.nodes.first().clone()
+    }
+
+    /// The label holders of this client leave in what they hold.
+    pub(crate) fn label(&self) -> &str {
+        self.shared.options.holder_label.as_str()
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("lease", &self.lease)
+            .field("wait_timeout", &self.wait_timeout)
+            .finish()
+    }
+}

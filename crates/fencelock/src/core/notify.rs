@@ -1,0 +1,883 @@
+//! Release notifications: one pub/sub connection per client, shared by every waiter of every
+//! lock name.
+//!
+//! A waiter registers on a name's wake channel; the first waiter of a name subscribes, the last
+//! one to leave unsubscribes. One task owns the connection and sends subscriptions in order, so
+//! a late unsubscribe can never undo a newer subscribe. The release message's payload says whom
+//! to wake in this process:
+//!
+//! - empty: one waiter, the longest-waiting one not already woken (a release with no waiter
+//!   named: one release costs one retry per waiting process, not one per waiting task);
+//! - a decimal number `n`: that many waiters (permits given back to a semaphore);
+//! - `*`: every waiter (a writer left, so every reader may enter);
+//! - `~` and an id: one waiter, once per id (a release that named no waiter, which every master
+//!   of a RedLock client announces);
+//! - anything else: the waiter registered with that token. Followed by a fence, a release
+//!   granted that waiter the lock (a mutex's or a fair lock's handoff, sent on the waiter's
+//!   client's own channel), which its acquire takes at once, with no request of its own; alone,
+//!   it is woken to try again (the first in line of a fair lock an operator freed by force).
+//!
+//! A woken waiter that is dropped before it used its wake passes it on. When the connection
+//! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
+//! on a bounded timer, so a lost message delays them but never strands them.
+//!
+//! A connection can also go silent without closing (a network that drops its packets): every
+//! reply the task awaits has a time limit, the connection is pinged when nothing happened on it
+//! for a while, and one that does not answer in time is replaced as a dropped one is.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use futures_core::Stream;
+use redis::aio::{PubSubSink, PubSubStream};
+#[cfg(feature = "cluster")]
+use redis::cluster_async::ClusterConnection;
+use redis::Value;
+#[cfg(feature = "cluster")]
+use redis::{PushInfo, PushKind};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::options::ClientOptions;
+use crate::race::{self, Branch};
+#[cfg(feature = "cluster")]
+use crate::transport::cluster::ClusterSource;
+#[cfg(feature = "cluster")]
+use crate::transport::conn::Announce;
+#[cfg(feature = "sentinel")]
+use crate::transport::sentinel::SentinelConn;
+
+/// Whom a waiter wants to be woken for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Any release of the name.
+    Any,
+    /// Releases addressed to this token (and releases that wake everyone).
+    Token(Vec<u8>),
+    /// Releases addressed to this token, and releases addressed to nobody in particular.
+    AnyOrToken(Vec<u8>),
+}
+
+impl Target {
+    /// Whether a release that names no waiter may wake this one.
+    fn takes_any(&self) -> bool {
+        matches!(self, Target::Any | Target::AnyOrToken(_))
+    }
+
+    /// Whether a release addressed by `payload` is meant for this waiter: `Some(None)` when
+    /// the payload is its token, `Some(Some(fence))` when it is its token and a fence (a
+    /// release that granted it the lock), `None` when it is meant for another.
+    fn addressed_by(&self, payload: &[u8]) -> Option<Option<u64>> {
+        let (Target::Token(token) | Target::AnyOrToken(token)) = self else {
+            return None;
+        };
+        let rest = payload.strip_prefix(token.as_slice())?;
+        if rest.is_empty() {
+            return Some(None);
+        }
+        if !rest.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(rest).ok()?.parse().ok().map(Some)
+    }
+}
+
+/// The shared registry: which channels have waiters, and how to wake them.
+#[derive(Debug, Default)]
+struct Registry {
+    channels: HashMap<Vec<u8>, Vec<Slot>>,
+    /// The latest `~` payloads seen, so that a release announced by several masters wakes one
+    /// waiter, not one per master.
+    announced: VecDeque<Vec<u8>>,
+    /// Per source, the channels its connection is subscribed to right now: a waiter registered
+    /// on one of them hears every release from then on, without waiting for a subscription.
+    listening: Vec<HashSet<Vec<u8>>>,
+}
+
+/// How many `~` payloads are remembered: far more than releases arrive within the spread of
+/// the masters' announcements.
+const ANNOUNCED_MEMORY: usize = 256;
+
+/// One registered waiter, in registration order within its channel.
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    target: Target,
+    notify: Arc<Notify>,
+    /// Woken, and the wake not yet used.
+    woken: bool,
+    /// The fence of the lock a release granted this waiter, until the waiter takes it.
+    granted: Option<u64>,
+}
+
+impl Slot {
+    fn wake(&mut self) {
+        self.woken = true;
+        self.notify.notify_one();
+    }
+}
+
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
+
+enum Request {
+    Subscribe(Vec<u8>, oneshot::Sender<bool>),
+    Unsubscribe(Vec<u8>),
+}
+
+/// How long the notification task waits on its connection, from the client's options.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timing {
+    /// For the connection to open: the connection timeout and a reply's.
+    connect_within: Duration,
+    /// For the reply to a subscription, an unsubscription or a ping: the response timeout.
+    reply_within: Duration,
+    /// How long a connection may stay quiet while anyone waits before it is pinged: one wake
+    /// fallback, the delay a lost message costs a waiter anyway.
+    ping_after: Duration,
+    /// How long a channel stays subscribed after its last waiter left: as long as a waiter's
+    /// place lasts, so that a task that waits on the same name again soon finds it subscribed
+    /// and needs neither a subscription nor a try before it.
+    linger: Duration,
+}
+
+impl Timing {
+    pub(crate) fn of(options: &ClientOptions) -> Timing {
+        Timing {
+            connect_within: options
+                .connection_timeout
+                .saturating_add(options.response_timeout),
+            reply_within: options.response_timeout,
+            ping_after: options.wake_fallback,
+            linger: Duration::from_millis(options.place_ms()),
+        }
+    }
+}
+
+/// The client's side of the notification tasks: one per source (one per RedLock master).
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    registry: Arc<StdMutex<Registry>>,
+    requests: Vec<mpsc::UnboundedSender<Request>>,
+    /// How long a waiter waits for its subscription to be confirmed before it relies on its
+    /// retry timer alone (a server that is paused or cut off never confirms): as long as a
+    /// new connection and one reply may take.
+    confirm_within: Duration,
+    /// Cancelled by a shutdown, which ends the tasks and closes their connections.
+    stop: CancellationToken,
+}
+
+impl Notifier {
+    /// Starts one task per source, all waking the same waiters. Each opens its connection at
+    /// once, in the background (or, if that fails, at the next subscription), and ends with
+    /// the client.
+    pub(crate) fn spawn_all(sources: Vec<Source>, timing: Timing) -> Arc<Notifier> {
+        let registry = Arc::new(StdMutex::new(Registry {
+            listening: vec![HashSet::new(); sources.len()],
+            ..Registry::default()
+        }));
+        let stop = CancellationToken::new();
+        let requests = sources
+            .into_iter()
+            .enumerate()
+            .map(|(index, source)| {
+                let (requests, rx) = mpsc::unbounded_channel();
+                let task = run(source, index, timing, Arc::clone(&registry), rx);
+                tokio::spawn(stop.clone().run_until_cancelled_owned(task));
+                requests
+            })
+            .collect();
+        Arc::new(Notifier {
+            registry,
+            requests,
+            confirm_within: timing.connect_within,
+            stop,
+        })
+    }
+
+    /// Ends every notification task, for a shutdown. A waiter registered later relies on its
+    /// retry timer alone.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Whether a connection is subscribed to `channel` right now (a waiter of this client
+    /// waits on it, or did a moment ago): a waiter registered on it hears the next release.
+    pub(crate) fn listens_to(&self, channel: &[u8]) -> bool {
+        lock(&self.registry)
+            .listening
+            .iter()
+            .any(|channels| channels.contains(channel))
+    }
+
+    /// Registers a waiter on `channel` and waits until the subscription is confirmed, so that a
+    /// release after this returns is announced to it. If Redis cannot be subscribed to, the
+    /// waiter still works, by its retry timer alone.
+    pub(crate) async fn wait_on(self: &Arc<Self>, channel: Vec<u8>, target: Target) -> Waiter {
+        let id = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        lock(&self.registry)
+            .channels
+            .entry(channel.clone())
+            .or_default()
+            .push(Slot {
+                id,
+                target,
+                notify: Arc::clone(&notify),
+                woken: false,
+                granted: None,
+            });
+        let waiter = Waiter {
+            notifier: Arc::clone(self),
+            channel: channel.clone(),
+            id,
+            notify,
+        };
+        let confirmations: Vec<_> = self
+            .requests
+            .iter()
+            .filter_map(|requests| {
+                let (confirmed, confirmation) = oneshot::channel();
+                requests
+                    .send(Request::Subscribe(channel.clone(), confirmed))
+                    .ok()
+                    .map(|()| confirmation)
+            })
+            .collect();
+        // One confirmed subscription is enough: every source announces each release. The
+        // others complete in the background.
+        let _ = tokio::time::timeout(self.confirm_within, first_confirmed(confirmations)).await;
+        waiter
+    }
+
+    fn leave(&self, channel: &[u8], id: u64) {
+        let mut registry = lock(&self.registry);
+        let Some(slots) = registry.channels.get_mut(channel) else {
+            return;
+        };
+        let Some(at) = slots.iter().position(|slot| slot.id == id) else {
+            return;
+        };
+        let slot = slots.remove(at);
+        if slot.woken && slot.target.takes_any() {
+            // It was woken but gave up before trying: hand the wake to the next waiter.
+            wake_any(slots, 1);
+        }
+        if slots.is_empty() {
+            registry.channels.remove(channel);
+            for requests in &self.requests {
+                let _ = requests.send(Request::Unsubscribe(channel.to_vec()));
+            }
+        }
+    }
+
+    /// The waiter used its wake; the fence of the grant it brought, if it brought one.
+    fn used_wake(&self, channel: &[u8], id: u64) -> Option<u64> {
+        let mut registry = lock(&self.registry);
+        let slot = registry
+            .channels
+            .get_mut(channel)
+            .and_then(|slots| slots.iter_mut().find(|slot| slot.id == id))?;
+        slot.woken = false;
+        slot.granted.take()
+    }
+}
+
+/// Completes when one subscription is confirmed, or every one has failed.
+async fn first_confirmed(mut confirmations: Vec<oneshot::Receiver<bool>>) {
+    while !confirmations.is_empty() {
+        let (confirmed, at) = poll_fn(|cx| {
+            confirmations
+                .iter_mut()
+                .enumerate()
+                .find_map(|(at, c)| match Pin::new(c).poll(cx) {
+                    std::task::Poll::Ready(ok) => Some((ok.unwrap_or(false), at)),
+                    std::task::Poll::Pending => None,
+                })
+                .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+        })
+        .await;
+        if confirmed {
+            break;
+        }
+        confirmations.swap_remove(at);
+    }
+}
+
+/// One task's registration on a wake channel; dropping it leaves the channel.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    notifier: Arc<Notifier>,
+    channel: Vec<u8>,
+    id: u64,
+    notify: Arc<Notify>,
+}
+
+impl Waiter {
+    /// Completes when a release concerning this waiter is announced (or the connection was
+    /// lost), with the fence of the lock when the release granted it to this waiter. A wake
+    /// that came while the waiter was busy is kept for it.
+    pub(crate) async fn woken(&self) -> Option<u64> {
+        self.notify.notified().await;
+        self.notifier.used_wake(&self.channel, self.id)
+    }
+}
+
+impl Waiter {
+    /// Wakes the next waiter registered after this one, for a waiter that a release on this
+    /// channel woke but that was refused for a reason of its own (another lock it needs too is
+    /// held): the release may have freed this channel's lock for a waiter behind it. Passing
+    /// only forward, in registration order, ends the chain at the last waiter.
+    pub(crate) fn pass_on(&self) {
+        let mut registry = lock(&self.notifier.registry);
+        let Some(slots) = registry.channels.get_mut(&self.channel) else {
+            return;
+        };
+        if let Some(at) = slots.iter().position(|slot| slot.id == self.id) {
+            wake_any(&mut slots[at + 1..], 1);
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.notifier.leave(&self.channel, self.id);
+    }
+}
+
+fn lock(registry: &StdMutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
+    registry.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Wakes up to `n` waiters for any release, longest-waiting first, skipping those that still
+/// have an unused wake.
+fn wake_any(slots: &mut [Slot], n: usize) {
+    slots
+        .iter_mut()
+        .filter(|slot| slot.target.takes_any() && !slot.woken)
+        .take(n)
+        .for_each(Slot::wake);
+}
+
+/// Delivers one release message to this process's waiters.
+fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
+    let mut registry = lock(registry);
+    if payload.starts_with(b"~") && !first_announcement(&mut registry, payload) {
+        return;
+    }
+    let Some(slots) = registry.channels.get_mut(channel) else {
+        return;
+    };
+    match payload {
+        [] | [b'~', ..] => wake_any(slots, 1),
+        b"*" => slots.iter_mut().for_each(Slot::wake),
+        digits if digits.iter().all(u8::is_ascii_digit) => {
+            let n = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(usize::MAX);
+            wake_any(slots, n);
+        }
+        payload => {
+            for slot in slots.iter_mut() {
+                if let Some(granted) = slot.target.addressed_by(payload) {
+                    slot.granted = slot.granted.or(granted);
+                    slot.wake();
+                }
+            }
+        }
+    }
+}
+
+/// Where the notification task opens its pub/sub connection.
+pub(crate) enum Source {
+    /// One Redis server.
+    Single(redis::Client),
+    /// The master of a Sentinel deployment, asked for at every connect so that waiters
+    /// follow a failover.
+    #[cfg(feature = "sentinel")]
+    Sentinel(SentinelConn),
+    /// A Redis Cluster: subscriptions each on the master of its channel's slot, sharded where
+    /// the servers have sharded pub/sub.
+    #[cfg(feature = "cluster")]
+    Cluster(ClusterSource),
+}
+
+impl Source {
+    /// Announcements that the master moved, for the sources that make them.
+    fn moves(&self) -> Option<watch::Receiver<u64>> {
+        match self {
+            #[cfg(feature = "sentinel")]
+            Source::Sentinel(conn) => Some(conn.moves()),
+            _ => None,
+        }
+    }
+}
+
+/// Completes when the master is announced to have moved; never for sources without moves.
+async fn moved(moves: &mut Option<watch::Receiver<u64>>) {
+    if let Some(receiver) = moves {
+        if receiver.changed().await.is_ok() {
+            return;
+        }
+        // The client is gone: no more moves.
+        *moves = None;
+    }
+    std::future::pending().await
+}
+
+/// Whether a `~` payload is new, remembering it if so.
+fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
+    if registry.announced.iter().any(|seen| seen == payload) {
+        return false;
+    }
+    if registry.announced.len() == ANNOUNCED_MEMORY {
+        registry.announced.pop_front();
+    }
+    registry.announced.push_back(payload.to_vec());
+    true
+}
+
+/// The connection, when there is one, and the channels it is subscribed to.
+struct Connection {
+    link: Link,
+    subscribed: HashSet<Vec<u8>>,
+    /// How long a reply may take before the connection counts as silent.
+    reply_within: Duration,
+}
+
+enum Link {
+    /// A RESP2 pub/sub connection to one server: the sink to send (un)subscriptions through,
+    /// and the stream of messages.
+    Plain {
+        sink: PubSubSink,
+        messages: PubSubStream,
+    },
+    /// A cluster connection, its messages arriving as RESP3 pushes. It reconnects to each node
+    /// and resubscribes by itself. Its subscriptions are sharded unless the cluster announces
+    /// releases by broadcast.
+    #[cfg(feature = "cluster")]
+    Cluster {
+        conn: ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        announce: Announce,
+    },
+}
+
+/// What the connection delivered. Only a cluster connection reports interruptions and ended
+/// subscriptions: a plain one ends its stream instead.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+enum Event {
+    /// A release message: its channel and payload.
+    Message(Vec<u8>, Vec<u8>),
+    /// A node connection dropped and was re-established: messages may have been lost.
+    Interrupted,
+    /// The server ended a subscription (its slot moved to another master).
+    Unsubscribed(Vec<u8>),
+}
+
+const RECONNECT_MIN: Duration = Duration::from_millis(50);
+const RECONNECT_MAX: Duration = Duration::from_secs(2);
+
+async fn run(
+    source: Source,
+    index: usize,
+    timing: Timing,
+    registry: Arc<StdMutex<Registry>>,
+    mut requests: mpsc::UnboundedReceiver<Request>,
+) {
+    // Opened with the client, so that the first contended wait only subscribes: a connect
+    // there would delay the wait by a connection's round trips, on the path a release is
+    // announced on. If it fails, the first subscription tries again, as after a drop.
+    let mut conn: Option<Connection> = connect(&source, timing).await;
+    let mut backoff = RECONNECT_MIN;
+    let mut moves = source.moves();
+    // Channels nobody waits on any more, still subscribed until the instant given.
+    let mut lingering: HashMap<Vec<u8>, Instant> = HashMap::new();
+    loop {
+        show_listening(&registry, index, conn.as_ref());
+        // Reconnect in the background while anyone waits, so that a dropped connection does
+        // not leave waiters on their fallback timers for longer than needed.
+        let wanted = !lock(&registry).channels.is_empty();
+        let (may_ping, may_reconnect) = (conn.is_some() && wanted, conn.is_none() && wanted);
+        let step = {
+            let request = pin!(async { Step::Request(requests.recv().await) });
+            let moved = pin!(async {
+                moved(&mut moves).await;
+                Step::Moved
+            });
+            let event = pin!(async { Step::Event(next_event(&mut conn).await) });
+            let quiet = pin!(async {
+                if !may_ping {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(timing.ping_after).await;
+                Step::Quiet
+            });
+            let retry = pin!(async {
+                if !may_reconnect {
+                    return std::future::pending().await;
+                }
+                tokio::time::sleep(backoff).await;
+                Step::Reconnect
+            });
+            let first_lingering = lingering.values().min().copied();
+            let linger = pin!(async {
+                let Some(until) = first_lingering else {
+                    return std::future::pending().await;
+                };
+                tokio::time::sleep_until(until).await;
+                Step::Lingered
+            });
+            race::first([request as Branch<'_, _>, moved, event, quiet, retry, linger]).await
+        };
+        match step {
+            Step::Request(request) => {
+                let Some(request) = request else { break };
+                if conn.is_none() {
+                    conn = connect(&source, timing).await;
+                }
+                match request {
+                    Request::Subscribe(channel, confirmed) => {
+                        lingering.remove(&channel);
+                        let ok = match conn.as_mut() {
+                            Some(c) => subscribe(c, &channel).await,
+                            None => false,
+                        };
+                        if !ok {
+                            conn = None;
+                        }
+                        let _ = confirmed.send(ok);
+                    }
+                    Request::Unsubscribe(channel) => {
+                        lingering.insert(channel, Instant::now() + timing.linger);
+                    }
+                }
+            }
+            Step::Moved => {
+                // Releases are announced on the new master now.
+                conn = None;
+                wake_everyone(&registry);
+            }
+            Step::Event(event) => match event {
+                Some(Event::Message(channel, payload)) => dispatch(&registry, &channel, &payload),
+                Some(Event::Interrupted) => wake_everyone(&registry),
+                Some(Event::Unsubscribed(channel)) => {
+                    if let Some(c) = conn.as_mut() {
+                        if !resubscribe(c, &registry, &channel).await {
+                            conn = None;
+                        }
+                    }
+                    // A release may have been announced on the slot's new master already.
+                    wake_channel(&registry, &channel);
+                }
+                None => {
+                    conn = None;
+                    wake_everyone(&registry);
+                }
+            },
+            Step::Quiet => {
+                if let Some(c) = conn.as_mut() {
+                    if !answers(c).await {
+                        // Silent: what it should have delivered may be lost.
+                        conn = None;
+                        wake_everyone(&registry);
+                    }
+                }
+            }
+            Step::Lingered => {
+                let now = Instant::now();
+                let ended: Vec<Vec<u8>> = lingering
+                    .iter()
+                    .filter(|(_, until)| **until <= now)
+                    .map(|(channel, _)| channel.clone())
+                    .collect();
+                for channel in ended {
+                    lingering.remove(&channel);
+                    let still_wanted = lock(&registry).channels.contains_key(&channel);
+                    if let (Some(c), false) = (conn.as_mut(), still_wanted) {
+                        if !unsubscribe(c, &channel).await {
+                            conn = None;
+                        }
+                    }
+                }
+            }
+            Step::Reconnect => {
+                conn = reconnect(&source, timing, &registry).await;
+                if conn.is_some() {
+                    backoff = RECONNECT_MIN;
+                    // Releases may have happened while nobody listened.
+                    wake_everyone(&registry);
+                } else {
+                    backoff = (backoff * 2).min(RECONNECT_MAX);
+                }
+            }
+        }
+    }
+}
+
+/// What woke the notification task.
+enum Step {
+    /// A waiter's request, or `None` when the client is gone.
+    Request(Option<Request>),
+    /// The master was announced to have moved.
+    Moved,
+    /// The connection delivered an event, or closed (`None`).
+    Event(Option<Event>),
+    /// The connection was quiet for a while, with waiters on it: time to ping it.
+    Quiet,
+    /// Time to try connecting again, for the waiters still registered.
+    Reconnect,
+    /// A channel nobody waits on has lingered long enough: time to unsubscribe.
+    Lingered,
+}
+
+/// Tells waiters which channels source `index` is subscribed to now.
+fn show_listening(registry: &StdMutex<Registry>, index: usize, conn: Option<&Connection>) {
+    let mut registry = lock(registry);
+    let Some(listening) = registry.listening.get_mut(index) else {
+        return;
+    };
+    match conn {
+        Some(conn) if *listening != conn.subscribed => listening.clone_from(&conn.subscribed),
+        None if !listening.is_empty() => listening.clear(),
+        _ => {}
+    }
+}
+
+/// A new connection subscribed to every channel that has waiters, or `None` when it could not
+/// be opened or did not confirm every subscription in time.
+async fn reconnect(
+    source: &Source,
+    timing: Timing,
+    registry: &StdMutex<Registry>,
+) -> Option<Connection> {
+    let mut conn = connect(source, timing).await?;
+    let channels: Vec<Vec<u8>> = lock(registry).channels.keys().cloned().collect();
+    for channel in channels {
+        if !subscribe(&mut conn, &channel).await {
+            return None;
+        }
+    }
+    Some(conn)
+}
+
+/// Opens a connection, giving up after the connection and reply timeouts.
+async fn connect(source: &Source, timing: Timing) -> Option<Connection> {
+    let link = tokio::time::timeout(timing.connect_within, open(source))
+        .await
+        .ok()??;
+    Some(Connection {
+        link,
+        subscribed: HashSet::new(),
+        reply_within: timing.reply_within,
+    })
+}
+
+async fn open(source: &Source) -> Option<Link> {
+    Some(match source {
+        Source::Single(client) => plain(client).await?,
+        #[cfg(feature = "sentinel")]
+        Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
+        #[cfg(feature = "cluster")]
+        Source::Cluster(source) => {
+            let (tx, pushes) = mpsc::unbounded_channel();
+            let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
+            Link::Cluster {
+                conn,
+                pushes,
+                announce: source.announce(),
+            }
+        }
+    })
+}
+
+async fn plain(client: &redis::Client) -> Option<Link> {
+    let (sink, messages) = client.get_async_pubsub().await.ok()?.split();
+    Some(Link::Plain { sink, messages })
+}
+
+async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
+    if conn.subscribed.contains(channel) {
+        return true;
+    }
+    let subscribed = match &mut conn.link {
+        Link::Plain { sink, .. } => within(conn.reply_within, sink.subscribe(channel)).await,
+        #[cfg(feature = "cluster")]
+        Link::Cluster {
+            conn,
+            announce: Announce::Sharded,
+            ..
+        } => conn.ssubscribe(channel).await.is_ok(),
+        // Routed by the channel's name, like a key: to the master of the name's slot.
+        #[cfg(feature = "cluster")]
+        Link::Cluster {
+            conn,
+            announce: Announce::Broadcast,
+            ..
+        } => conn.subscribe(channel).await.is_ok(),
+    };
+    if !subscribed {
+        return false;
+    }
+    conn.subscribed.insert(channel.to_vec());
+    true
+}
+
+/// Unsubscribes from `channel`; `false` when the connection failed doing so.
+async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
+    if !conn.subscribed.remove(channel) {
+        return true;
+    }
+    match &mut conn.link {
+        Link::Plain { sink, .. } => within(conn.reply_within, sink.unsubscribe(channel)).await,
+        #[cfg(feature = "cluster")]
+        Link::Cluster {
+            conn,
+            announce: Announce::Sharded,
+            ..
+        } => conn.sunsubscribe(channel).await.is_ok(),
+        #[cfg(feature = "cluster")]
+        Link::Cluster {
+            conn,
+            announce: Announce::Broadcast,
+            ..
+        } => conn.unsubscribe(channel).await.is_ok(),
+    }
+}
+
+/// Whether the connection answers a ping in time; an error reply (a user not allowed `PING`)
+/// is an answer too. The cluster connection is not pinged: it times out its own subscriptions
+/// and announces each node connection it re-establishes.
+async fn answers(conn: &mut Connection) -> bool {
+    let sink = match &mut conn.link {
+        Link::Plain { sink, .. } => sink,
+        #[cfg(feature = "cluster")]
+        Link::Cluster { .. } => return true,
+    };
+    match tokio::time::timeout(conn.reply_within, sink.ping::<Value>()).await {
+        Ok(reply) => reply.map_or_else(|e| e.code().is_some(), |_| true),
+        Err(_) => false,
+    }
+}
+
+/// Whether `reply` came, and was no error, within `limit`.
+async fn within<T>(limit: Duration, reply: impl Future<Output = redis::RedisResult<T>>) -> bool {
+    matches!(tokio::time::timeout(limit, reply).await, Ok(Ok(_)))
+}
+
+/// Subscribes again to a channel the server unsubscribed, if anyone still waits on it.
+async fn resubscribe(conn: &mut Connection, registry: &StdMutex<Registry>, channel: &[u8]) -> bool {
+    conn.subscribed.remove(channel);
+    let wanted = lock(registry).channels.contains_key(channel);
+    !wanted || subscribe(conn, channel).await
+}
+
+fn wake_everyone(registry: &StdMutex<Registry>) {
+    for slots in lock(registry).channels.values_mut() {
+        slots.iter_mut().for_each(Slot::wake);
+    }
+}
+
+fn wake_channel(registry: &StdMutex<Registry>, channel: &[u8]) {
+    if let Some(slots) = lock(registry).channels.get_mut(channel) {
+        slots.iter_mut().for_each(Slot::wake);
+    }
+}
+
+/// The next event of the connection, or `None` when it closed. Pends forever when there is no
+/// connection, so `select!` simply skips that branch.
+async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
+    let Some(conn) = conn.as_mut() else {
+        return std::future::pending().await;
+    };
+    match &mut conn.link {
+        Link::Plain { messages, .. } => {
+            let message = poll_fn(|cx| Pin::new(&mut *messages).poll_next(cx)).await?;
+            Some(Event::Message(
+                message.get_channel::<Vec<u8>>().unwrap_or_default(),
+                message.get_payload_bytes().to_vec(),
+            ))
+        }
+        #[cfg(feature = "cluster")]
+        Link::Cluster { pushes, .. } => loop {
+            let push = pushes.recv().await?;
+            if let Some(event) = cluster_event(push) {
+                return Some(event);
+            }
+        },
+    }
+}
+
+/// The event a cluster push means, if it concerns the waiters.
+#[cfg(feature = "cluster")]
+fn cluster_event(push: PushInfo) -> Option<Event> {
+    let mut data = push.data.into_iter().map(bytes_of);
+    match push.kind {
+        PushKind::SMessage | PushKind::Message => {
+            Some(Event::Message(data.next()??, data.next()??))
+        }
+        PushKind::SUnsubscribe => Some(Event::Unsubscribed(data.next()??)),
+        PushKind::Disconnection => Some(Event::Interrupted),
+        _ => None,
+    }
+}
+
+#[cfg(feature = "cluster")]
+fn bytes_of(value: Value) -> Option<Vec<u8>> {
+    match value {
+        Value::BulkString(bytes) => Some(bytes),
+        Value::SimpleString(text) => Some(text.into_bytes()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry_with_waiters(channel: &[u8], n: usize) -> (StdMutex<Registry>, Vec<Arc<Notify>>) {
+        let mut registry = Registry::default();
+        let notifies: Vec<_> = (0..n).map(|_| Arc::new(Notify::new())).collect();
+        let slots = notifies
+            .iter()
+            .enumerate()
+            .map(|(id, notify)| Slot {
+                id: id as u64,
+                target: Target::Any,
+                notify: Arc::clone(notify),
+                woken: false,
+                granted: None,
+            })
+            .collect();
+        registry.channels.insert(channel.to_vec(), slots);
+        (StdMutex::new(registry), notifies)
+    }
+
+    fn woken(registry: &StdMutex<Registry>, channel: &[u8]) -> usize {
+        lock(registry).channels[channel]
+            .iter()
+            .filter(|slot| slot.woken)
+            .count()
+    }
+
+    #[test]
+    fn a_release_announced_by_every_master_wakes_one_waiter() {
+        let (registry, _notifies) = registry_with_waiters(b"c", 3);
+        for _ in 0..5 {
+            dispatch(&registry, b"c", b"~tokenA:");
+        }
+        assert_eq!(woken(&registry, b"c"), 1);
+        dispatch(&registry, b"c", b"~tokenB:");
+        assert_eq!(woken(&registry, b"c"), 2, "another release wakes another");
+        // Plain releases are not deduplicated: each wakes one.
+        let (registry, _notifies) = registry_with_waiters(b"c", 3);
+        dispatch(&registry, b"c", b"");
+        dispatch(&registry, b"c", b"");
+        assert_eq!(woken(&registry, b"c"), 2);
+    }
+}

@@ -1,0 +1,568 @@
+//! The fair mutex: one holder at a time per name, and waiters served in order of arrival.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::transport::script::Invocation;
+
+use crate::core::grant;
+use crate::core::guard::Guard;
+use crate::core::keeper::{RenewKind, Renewal};
+use crate::core::kind::{Kind, Lock};
+use crate::core::notify::Target;
+use crate::core::shared::Shared;
+use crate::core::stored::{LockKind, Shape, Stored};
+use crate::core::{FENCE, FORCE_PARTS};
+use crate::error::Result;
+use crate::keys::LockKeys;
+use crate::kinds::mutex::{held_value, place_member, MutexGrant, VALUE};
+use crate::options::{Lease, LockOptions};
+use crate::token::{Fence, OwnerToken};
+use crate::transport::script::Lua;
+
+static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/acquire.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/release.lua")]);
+static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
+
+/// Where a fair mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): its holder,
+/// laid out as a mutex's.
+const LOCK_KEY: &str = "fair";
+/// The waiters' places: token -> when the place ends.
+const PLACES: &str = "fair-places";
+/// The waiters in line, first come first.
+const LINE: &str = "fair-line";
+/// What every waiter listens on, where inspection counts them; a waiter a release grants the
+/// lock to is told on `<wake>:<client tag>`.
+const WAKE: &str = "fair-wake";
+
+/// What inspection reads of a fair mutex, and its forced release.
+pub(crate) static STORED: Stored = Stored {
+    key: LOCK_KEY,
+    shape: Shape::Value,
+    places: Some(PLACES),
+    channels: &[WAKE],
+    judge: |name, raw, _| held_value(name, LockKind::FairMutex, raw),
+    force: &FORCE,
+    force_keys: &[LOCK_KEY, LINE, PLACES],
+};
+
+/// A distributed mutex that serves waiters in the order they arrived: at most one holder at a
+/// time for a name, and when it is released, the lock goes to the waiter that has waited
+/// longest, across every process that uses the same Redis.
+///
+/// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
+/// and one more promise: nobody jumps the line. A release grants the lock, in the same
+/// script, to the first waiter in line and tells only that waiter, so a handoff costs one
+/// script call however many wait; a waiter whose process is gone is skipped at once.
+/// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
+/// it.
+///
+/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also hands the lock to a
+/// waiter at each release and lets none starve, but promises no order: it serves the waiter
+/// that tried least recently, and a request that finds its lock free (its holder's lease
+/// ended) takes it, whoever waits.
+///
+/// The handle is cheap to clone and touches Redis only when asked to lock.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), fencelock::Error> {
+/// # let server = fencelock_testkit::RedisServer::start();
+/// # let url = server.url();
+/// let client = fencelock::Client::connect(url.as_str()).await?;
+/// let counter = client.fair_mutex("ticket-counter")?;
+///
+/// let guard = counter.lock().await?;
+/// println!("serving with fence {}", guard.fence());
+/// assert!(counter.try_lock().await.is_err());
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+#[doc = include_str!("../../docs/rustdoc-links.md")]
+#[doc = include_str!("../../docs/fair.md")]
+#[derive(Clone)]
+pub struct FairMutex {
+    grant: Arc<FairGrant>,
+}
+
+/// Proof of holding a [`FairMutex`]: a [`Guard`](crate::Guard) of a fair mutex. Its drop
+/// hands the lock to the first waiter in line, as its `unlock` does.
+pub type FairMutexGuard = Guard<FairGrant>;
+
+/// A fair mutex's name, keys and settings, computed once per handle: what its grants are of.
+pub struct FairGrant {
+    lock: Lock,
+    lock_key: Vec<u8>,
+    line_key: Vec<u8>,
+    places_key: Vec<u8>,
+    /// The name's wake channel: what the scripts are given, and what waiters also listen on,
+    /// where inspection counts them.
+    wake_channel: Vec<u8>,
+    /// This client's own channel of the name, where a release tells a waiter it granted the
+    /// lock to: Redis writes the message to that one client, not to every waiting one.
+    waiter_channel: Vec<u8>,
+    /// How long a place in line lasts without an attempt, in ms.
+    place_ms: u64,
+}
+
+impl FairMutex {
+    pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: &LockOptions) -> Result<Self> {
+        let place_ms = shared.options.place_ms();
+        let waiter_channel = keys.client_channel(WAKE, &shared.id);
+        let lock = Lock::new::<FairGrant>(shared, keys, options)?;
+        Ok(FairMutex {
+            grant: Arc::new(FairGrant {
+                lock_key: lock.key(LOCK_KEY),
+                line_key: lock.key(LINE),
+                places_key: lock.key(PLACES),
+                wake_channel: lock.key(WAKE),
+                waiter_channel,
+                place_ms,
+                lock,
+            }),
+        })
+    }
+
+    /// The lock's name (lossily decoded where it is not UTF-8).
+    pub fn name(&self) -> &str {
+        &self.grant.lock.name
+    }
+
+    /// The lease each grant of this lock gets.
+    pub fn lease(&self) -> Lease {
+        self.grant.lock.lease
+    }
+
+    /// Waits for the lock, in line behind the waiters that came first, or until the mutex's
+    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
+    ///
+    /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
+    /// puts the caller at the back of the line. A release grants the lock to the first waiter
+    /// in line and tells only that one, whose `lock()` then returns without another request;
+    /// a waiter whose process is gone is skipped. Every waiter also tries again at most every
+    /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
+    /// place not kept alive for three fallbacks plus the response timeout (a process that
+    /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
+    /// the holder's lease ends without a release, the first attempt that finds the lock free
+    /// gives it to the first waiter in line.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves the
+    /// line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds another
+    /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the
+    /// wait limit (without one, for the client's
+    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. A dropped `lock()` leaves the line in the background; if it was granted
+    /// the lock without the caller knowing (by its own request, or by a release that handed
+    /// it over), that grant is released, and the lock goes to the next waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let fair = client.fair_mutex("queue-demo")?;
+    /// let first = fair.lock().await?;
+    /// let mut waiters = Vec::new();
+    /// for i in 0..3 {
+    ///     let fair = fair.clone();
+    ///     waiters.push(tokio::spawn(async move {
+    ///         let guard = fair.lock().await?;
+    ///         guard.unlock().await.map(|()| i)
+    ///     }));
+    ///     // Let each waiter join the line before the next one comes.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    /// }
+    /// first.unlock().await?; // grants it to waiter 0; its release to waiter 1, and so on
+    /// for (i, waiter) in waiters.into_iter().enumerate() {
+    ///     assert_eq!(waiter.await.expect("task")?, i);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<FairMutexGuard> {
+        let held = grant::acquire(&self.grant, self.grant.lock.wait_timeout).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Waits at most `timeout` for the lock. See [`FairMutex::lock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`, having left the line;
+    /// otherwise as [`FairMutex::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairMutex::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(fair: fencelock::FairMutex) -> Result<(), fencelock::Error> {
+    /// use std::time::Duration;
+    /// match fair.lock_timeout(Duration::from_secs(2)).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(fencelock::Error::Timeout { .. }) => println!("gave up my place in line"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<FairMutexGuard> {
+        let held = grant::acquire(&self.grant, Some(timeout)).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Tries once to take the lock, without waiting and without a place in line. It succeeds
+    /// only when the lock is free and nobody waits for it: it never jumps the line.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
+    /// its lease still runs, or when the lock is free but waiters are in line: the attempt
+    /// then grants it to the first of them, and gives this lock's lease as the time left;
+    /// otherwise as [`FairMutex::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairMutex::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let fair = client.fair_mutex("cron:compact")?;
+    /// let guard = fair.try_lock().await?;
+    /// match fair.try_lock().await {
+    ///     Err(fencelock::Error::Held { remaining, .. }) => assert!(remaining.is_some()),
+    ///     other => panic!("expected Held, got {other:?}"),
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self) -> Result<FairMutexGuard> {
+        let held = grant::try_acquire(&self.grant).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Waits for the lock as [`lock`](FairMutex::lock) does, runs `work` while it is held,
+    /// and gives it back: [`FairMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    ///
+    /// # Errors
+    ///
+    /// As [`FairMutex::lock`] while waiting, then as [`FairMutexGuard::using`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`FairMutex::lock`] while waiting; afterwards dropping the future drops
+    /// `work` and gives the lock back in the background.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mutex::using`](crate::Mutex::using).
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Fence) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(work).await
+    }
+}
+
+impl fmt::Debug for FairMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("FairMutex").field(&self.grant.lock).finish()
+    }
+}
+
+impl Kind for FairGrant {
+    const NAME: &'static str = "fair_mutex";
+    const GUARD: &'static str = "FairMutexGuard";
+
+    fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    fn wake_channel(&self) -> &[u8] {
+        &self.wake_channel
+    }
+
+    /// A waiter is named on its client's own channel of the name, and listens on the name's
+    /// channel too, where inspection counts the clients that wait.
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        [&self.waiter_channel, &self.wake_channel]
+            .into_iter()
+            .map(Vec::as_slice)
+    }
+
+    fn acquire(&self, token: &OwnerToken, waits: bool, _refused_before: bool) -> Invocation {
+        let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
+        invocation
+            .key(self.lock_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.places_key.as_slice())
+            .arg(token.as_str())
+            .arg(self.lock.lease_ms)
+            .arg(self.lock.label())
+            .arg(if waits { self.place_ms } else { 0 })
+            .arg(self.wake_channel.as_slice());
+        invocation
+    }
+
+    fn release(&self, token: &OwnerToken) -> Invocation {
+        let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
+        invocation
+            .key(self.lock_key.as_slice())
+            .key(self.line_key.as_slice())
+            .key(self.places_key.as_slice())
+            .arg(token.as_str())
+            .arg(self.wake_channel.as_slice())
+            .arg(self.lock.fence_memory_ms())
+            .arg(place_member(token, self.lock.lease_ms, self.lock.label()));
+        invocation
+    }
+
+    /// The lock's value is laid out as a mutex's, so the mutex's extension serves.
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
+        MutexGrant::extend_value(&self.lock, &self.lock_key, token, lease_ms)
+    }
+
+    fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {
+        vec![Renewal {
+            key: self.lock_key.clone(),
+            member: token.as_str().to_owned(),
+            kind: RenewKind::Value,
+        }]
+    }
+
+    fn keeps_place_while_waiting(&self) -> bool {
+        true
+    }
+
+    fn wake_target(&self, token: &OwnerToken) -> Target {
+        Target::Token(token.as_str().as_bytes().to_vec())
+    }
+}
+
+/// The fair mutex's scripts, run directly against a real server.
+#[cfg(test)]
+mod tests {
+    use fencelock_testkit::RedisServer;
+    use redis::aio::MultiplexedConnection;
+
+    use super::*;
+    use crate::testing::{announced_on, conn};
+
+    const LOCK: &str = "t:{f}:fair";
+    const LINE: &str = "t:{f}:fair-line";
+    const PLACES: &str = "t:{f}:fair-places";
+    const WAKE: &str = "t:{f}:fair-wake";
+
+    async fn acquire(c: &mut MultiplexedConnection, token: &str, place_ms: u64) -> Vec<i64> {
+        ACQUIRE
+            .plain()
+            .key(LOCK)
+            .key(LINE)
+            .key(PLACES)
+            .arg(token)
+            .arg(10_000)
+            .arg("")
+            .arg(place_ms)
+            .arg(WAKE)
+            .invoke_async(c)
+            .await
+            .expect("acquire")
+    }
+
+    async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
+        RELEASE
+            .plain()
+            .key(LOCK)
+            .key(LINE)
+            .key(PLACES)
+            .arg(token)
+            .arg(WAKE)
+            .arg(60_000)
+            .arg(place(token))
+            .invoke_async(c)
+            .await
+            .expect("release")
+    }
+
+    /// A release by `token` while its client's channel has a listener, and what it announced.
+    async fn release_heard(server: &RedisServer, token: &'static str, expect: i64) -> Vec<String> {
+        let mut c = conn(server).await;
+        announced_on(server, WAKE, async move {
+            assert_eq!(release(&mut c, token).await, expect, "release by {token}");
+        })
+        .await
+    }
+
+    /// A waiter's place member, as the scripts store it: every test waiter asks for 10 s.
+    fn place(token: &str) -> String {
+        format!("{token}10000")
+    }
+
+    fn line(server: &RedisServer) -> String {
+        server.cli(&["ZRANGE", LINE, "0", "-1"])
+    }
+
+    #[tokio::test]
+    async fn the_line_is_served_in_order_and_retries_are_idempotent() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let granted = acquire(&mut c, "a:", 5_000).await;
+        assert_eq!(granted[0], 1);
+        assert_eq!(acquire(&mut c, "a:", 5_000).await, granted, "a retry");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        assert_eq!(acquire(&mut c, "c:", 5_000).await[0], 0);
+        assert_eq!(
+            acquire(&mut c, "b:", 5_000).await[0],
+            0,
+            "b keeps its place"
+        );
+        assert_eq!(acquire(&mut c, "t:", 0).await[0], 0, "no place taken");
+        assert_eq!(line(&server), "b:10000\nc:10000");
+        let ttl: i64 = server.cli(&["PTTL", PLACES]).parse().expect("pttl");
+        assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
+
+        assert_eq!(release(&mut c, "b:").await, -1, "b does not hold it");
+        assert_eq!(line(&server), "c:10000", "but b left the line");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        assert_eq!(
+            line(&server),
+            "c:10000\nb:10000",
+            "and joins at the back again"
+        );
+
+        // The release grants the lock to c, first in line, and says so to c alone.
+        let heard = release_heard(&server, "a:", 1).await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("c:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("c: and its fence: {payload}"));
+        assert!(fence > granted[1], "fences rise");
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("c:{fence}")));
+        assert_eq!(line(&server), "b:10000");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0, "held by c");
+        assert_eq!(acquire(&mut c, "t:", 0).await[0], 0);
+        assert_eq!(
+            acquire(&mut c, "c:", 5_000).await,
+            [1, fence],
+            "c's next attempt answers its grant"
+        );
+        let heard = release_heard(&server, "c:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
+        assert_eq!(release(&mut c, "c:").await, -1, "b holds it now");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
+        assert_eq!(line(&server), "");
+    }
+
+    #[tokio::test]
+    async fn waiters_gone_or_out_of_time_are_dropped_and_the_next_served() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "a:", 5_000).await;
+        for waiter in ["late:", "gone.1:", "b:"] {
+            assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
+        }
+        // `late:` stopped trying: its place ended by the server's clock; `gone.1:`'s client no
+        // longer listens on its channel (`fair-wake:gone`).
+        server.cli(&["ZADD", PLACES, "1", &place("late:")]);
+        let heard = release_heard(&server, "a:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
+        assert_eq!(line(&server), "");
+        assert!(server.cli(&["GET", LOCK]).starts_with("b:"));
+        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "held by b");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
+        // A waiter in line without a place is dropped rather than blocking the line.
+        acquire(&mut c, "x:", 5_000).await;
+        server.cli(&["ZREM", PLACES, &place("x:")]);
+        assert!(release_heard(&server, "b:", 1).await.is_empty());
+        assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[tokio::test]
+    async fn a_forced_release_hands_the_lock_to_the_first_in_line() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let taken = acquire(&mut c, "a:", 5_000).await;
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        let mut f = c.clone();
+        let heard = announced_on(&server, WAKE, async move {
+            let (_, value, ..): (i64, Option<String>, i64, Vec<String>, u64) = FORCE
+                .plain()
+                .key(LOCK)
+                .key(LINE)
+                .key(PLACES)
+                .arg(WAKE)
+                .arg(60_000)
+                .invoke_async(&mut f)
+                .await
+                .expect("force");
+            assert!(
+                value.is_some_and(|v| v.starts_with("a:")),
+                "a's hold removed"
+            );
+        })
+        .await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("b:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("b: and its fence, not its place: {payload}"));
+        assert!(fence > taken[1]);
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("b:{fence}")));
+        assert_eq!(acquire(&mut c, "b:", 5_000).await, [1, fence]);
+    }
+
+    #[tokio::test]
+    async fn a_shorter_place_does_not_cut_the_line_short_under_a_longer_one() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "a:", 5_000).await;
+        // Clients with other fallbacks take places of other lengths on one name.
+        acquire(&mut c, "long:", 60_000).await;
+        acquire(&mut c, "short:", 200).await;
+        for key in [LINE, PLACES] {
+            let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("pttl");
+            assert!(
+                ttl > 59_000,
+                "{key} expires in {ttl} ms, before the long place"
+            );
+        }
+    }
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn is_send_sync<T: Send + Sync + 'static>() {}
+        is_send_sync::<FairMutex>();
+        is_send_sync::<FairMutexGuard>();
+    }
+}

@@ -1,0 +1,39 @@
+//! One module per kind of lock, each owning its storage: its row of the key table
+//! (`keys::layout`), its scripts (the `.lua` files in the folder of its name), its handle, its
+//! grant (the [`Kind`](crate::core::kind::Kind) the core runs), its guard's own methods, and
+//! how inspection reads it and a forced release removes it.
+
+pub(crate) mod election;
+pub(crate) mod fair;
+pub(crate) mod multi;
+pub(crate) mod mutex;
+pub(crate) mod reentrant;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
+
+use crate::core::stored::Stored;
+
+/// What inspection reads and a forced release removes, for every kind that holds locks of its
+/// own: a [`MultiMutex`](crate::MultiMutex) holds mutexes, and an election is read through
+/// its own handle.
+pub(crate) static STORED: [&Stored; 5] = [
+    &mutex::STORED,
+    &reentrant::STORED,
+    &rwlock::STORED,
+    &semaphore::STORED,
+    &fair::STORED,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_two_kinds_share_a_key_or_a_channel() {
+        // An election's candidates wait on the mutex's channel of the same name, by design.
+        let mut suffixes: Vec<&str> = STORED.iter().flat_map(|s| s.suffixes()).collect();
+        suffixes.extend([crate::keys::FENCE, election::LEADER_KEY, election::CHANGES]);
+        let distinct: std::collections::HashSet<_> = suffixes.iter().collect();
+        assert_eq!(distinct.len(), suffixes.len(), "{suffixes:?}");
+    }
+}
