@@ -44,12 +44,8 @@ pub(crate) fn run() -> Result<(), String> {
     let mut children = Vec::new();
     for worker in 1..=WORKERS {
         let child = Command::new(&binary)
-            .args([
-                worker.to_string(),
-                url.clone(),
-                noon.to_string(),
-                draw.clone(),
-            ])
+            .args([worker.to_string(), noon.to_string(), draw.clone()])
+            .env("REDIS_URL", &url)
             .stdout(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;

@@ -1,37 +1,28 @@
-//! The layering of fencelock's library (`ARCHITECTURE.md`): every module sits in one layer, and
-//! a module uses only modules of its own layer or of layers below it. The check reads every
-//! `crate::…` path of `crates/fencelock/src` (a `use` or a path in code, comments left out) and
-//! reports each one that points up, as `file:line`.
+//! The layering of fencelock's library (`ARCHITECTURE.md`): every module sits in one layer, a
+//! module uses only modules of its own layer or of layers below it, and the modules of one
+//! layer never use each other in a circle. The check reads every `crate::…` path of
+//! `crates/fencelock/src` (a `use` or a path in code, comments left out) and reports each one
+//! that points up, as `file:line`, and each circle, with the paths that close it.
 //!
-//! A path to an item re-exported at the crate root (`crate::Client`) counts as a path to the
-//! module it is re-exported from, as `lib.rs` says: a re-export is no way around a layer.
+//! A unit of the check is a file's module: `core/grant.rs` is `core::grant`, `kinds/mutex.rs`
+//! and what sits in `kinds/mutex/` are `kinds::mutex`, `transport/sentinel/master.rs` is
+//! `transport::sentinel`. A path to an item re-exported at the crate root (`crate::Client`)
+//! counts as a path to the module it is re-exported from, as `lib.rs` says: a re-export is no
+//! way around a layer.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-/// fencelock's modules by layer, lowest first.
+/// fencelock's layers, lowest first, each with the top-level modules (files or folders of
+/// `src/`) it holds.
 const LAYERS: [(&str, &[&str]); 5] = [
-    ("base", &["error", "options", "keys", "token", "race"]),
-    ("transport", &["transport", "scripts"]),
     (
-        "core",
-        &[
-            "shared", "grant", "guard", "lease", "keeper", "notify", "observe", "holds", "quorum",
-            "redlock",
-        ],
+        "base",
+        &["error", "options", "keys", "token", "race", "testing"],
     ),
-    (
-        "primitives",
-        &[
-            "mutex",
-            "fair",
-            "reentrant",
-            "rwlock",
-            "semaphore",
-            "multi",
-            "election",
-        ],
-    ),
+    ("transport", &["transport"]),
+    ("core", &["core"]),
+    ("kinds", &["kinds"]),
     (
         "façade",
         &[
@@ -40,24 +31,20 @@ const LAYERS: [(&str, &[&str]); 5] = [
     ),
 ];
 
+/// The top-level modules whose files are units of their own (`core/grant.rs` is
+/// `core::grant`); every other folder is one unit.
+const FOLDERS_OF_UNITS: [&str; 3] = ["core", "kinds", "transport"];
+
 /// The library's sources, from this crate's directory.
 const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/fencelock/src");
 
-/// Checks fencelock's sources: `Err` lists every upward path, and every module in no layer.
+/// Checks fencelock's sources: `Err` lists every upward path, every circle inside a layer,
+/// and every module in no layer.
 pub(crate) fn check() -> Result<(), String> {
     let root = Path::new(SOURCES);
     let mut files = Vec::new();
     collect(root, root, &mut files)?;
-    let lib = files
-        .iter()
-        .find(|(path, _)| path == "lib.rs")
-        .map(|(_, text)| text.as_str())
-        .ok_or("crates/fencelock/src/lib.rs is missing")?;
-    let reexports = reexports(lib);
-    let problems: Vec<String> = files
-        .iter()
-        .flat_map(|(path, text)| violations(path, text, &reexports))
-        .collect();
+    let problems = problems(&files)?;
     if problems.is_empty() {
         return Ok(());
     }
@@ -65,6 +52,168 @@ pub(crate) fn check() -> Result<(), String> {
         "imports against the layers of ARCHITECTURE.md (xtask/src/layers.rs):\n{}",
         problems.join("\n")
     ))
+}
+
+/// What is wrong with the layering of these files (path relative to `src/`, text).
+fn problems(files: &[(String, String)]) -> Result<Vec<String>, String> {
+    let lib = files
+        .iter()
+        .find(|(path, _)| path == "lib.rs")
+        .map(|(_, text)| text.as_str())
+        .ok_or("crates/fencelock/src/lib.rs is missing")?;
+    let reexports = reexports(lib);
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (path, text) in files {
+        let Some(unit) = unit_of_file(path) else {
+            continue;
+        };
+        let Some(layer) = layer_of(&unit) else {
+            problems.push(format!(
+                "{path}: module `{unit}` is in no layer: add it to LAYERS"
+            ));
+            continue;
+        };
+        for (line, used) in crate_paths(&code(text)) {
+            let Some(first) = used.first() else {
+                // `$crate::$item` in a macro: the item is the caller's to name.
+                continue;
+            };
+            let target = match reexports.get(first) {
+                Some(module) => module.clone(),
+                None => unit_of_path(&used),
+            };
+            match layer_of(&target) {
+                Some(to) if to > layer => problems.push(format!(
+                    "{path}:{line}: {} module `{unit}` uses {} module `{target}`",
+                    LAYERS[layer].0, LAYERS[to].0
+                )),
+                Some(to) if to == layer && target != unit => {
+                    edges
+                        .entry(unit.clone())
+                        .or_default()
+                        .entry(target)
+                        .or_insert_with(|| format!("{path}:{line}"));
+                }
+                Some(_) => {}
+                None => problems.push(format!(
+                    "{path}:{line}: `crate::{}` is in no layer: add it to LAYERS",
+                    used.join("::")
+                )),
+            }
+        }
+    }
+    for circle in circles(&edges) {
+        let ties: Vec<String> = circle
+            .iter()
+            .flat_map(|from| {
+                edges[from]
+                    .iter()
+                    .filter(|(to, _)| circle.contains(*to))
+                    .map(move |(to, at)| format!("{from} -> {to} ({at})"))
+            })
+            .collect();
+        problems.push(format!(
+            "an import circle of {} modules: {}",
+            circle.len(),
+            ties.join(", ")
+        ));
+    }
+    Ok(problems)
+}
+
+/// The unit a file is part of: `None` for `lib.rs`, the crate root, which may use everything.
+fn unit_of_file(path: &str) -> Option<String> {
+    let segments: Vec<&str> = path
+        .trim_end_matches(".rs")
+        .split('/')
+        .filter(|s| *s != "mod")
+        .collect();
+    match segments.as_slice() {
+        ["lib"] => None,
+        segments => Some(unit_of_path(
+            &segments.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+        )),
+    }
+}
+
+/// The unit a module path (its segments after `crate::`) is part of.
+fn unit_of_path(segments: &[String]) -> String {
+    match segments {
+        [first, second, ..] if FOLDERS_OF_UNITS.contains(&first.as_str()) => {
+            format!("{first}::{second}")
+        }
+        [first, ..] => first.clone(),
+        [] => String::new(),
+    }
+}
+
+/// The layer of `unit`, by its index in [`LAYERS`].
+fn layer_of(unit: &str) -> Option<usize> {
+    let top = unit.split("::").next().unwrap_or(unit);
+    LAYERS
+        .iter()
+        .position(|(_, modules)| modules.contains(&top))
+}
+
+/// The circles of the graph: each strongly connected set of more than one unit, found by
+/// Tarjan's algorithm.
+fn circles(edges: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<BTreeSet<String>> {
+    struct Search<'a> {
+        edges: &'a BTreeMap<String, BTreeMap<String, String>>,
+        index: HashMap<&'a str, usize>,
+        low: HashMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<BTreeSet<String>>,
+    }
+    impl<'a> Search<'a> {
+        fn visit(&mut self, unit: &'a str) {
+            let at = self.index.len();
+            self.index.insert(unit, at);
+            self.low.insert(unit, at);
+            self.stack.push(unit);
+            self.on_stack.insert(unit);
+            for next in self.edges.get(unit).into_iter().flat_map(BTreeMap::keys) {
+                let next = next.as_str();
+                if !self.index.contains_key(next) {
+                    self.visit(next);
+                    let low = self.low[unit].min(self.low[next]);
+                    self.low.insert(unit, low);
+                } else if self.on_stack.contains(next) {
+                    let low = self.low[unit].min(self.index[next]);
+                    self.low.insert(unit, low);
+                }
+            }
+            if self.low[unit] == self.index[unit] {
+                let mut circle = BTreeSet::new();
+                while let Some(member) = self.stack.pop() {
+                    self.on_stack.remove(member);
+                    circle.insert(member.to_owned());
+                    if member == unit {
+                        break;
+                    }
+                }
+                if circle.len() > 1 {
+                    self.found.push(circle);
+                }
+            }
+        }
+    }
+    let mut search = Search {
+        edges,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for unit in edges.keys() {
+        if !search.index.contains_key(unit.as_str()) {
+            search.visit(unit);
+        }
+    }
+    search.found
 }
 
 /// Every `.rs` file under `dir`, with its path relative to `root`.
@@ -86,37 +235,25 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, String)>) -> Result
     Ok(())
 }
 
-/// The module a file belongs to: `transport/conn.rs` is in `transport`; `None` for `lib.rs`,
-/// the crate root, which may use everything.
-fn module_of(path: &str) -> Option<&str> {
-    let first = path.split('/').next()?;
-    let module = first.strip_suffix(".rs").unwrap_or(first);
-    (module != "lib").then_some(module)
-}
-
-/// The layer of `module`, by its index in [`LAYERS`].
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS
-        .iter()
-        .position(|(_, modules)| modules.contains(&module))
-}
-
-/// The names `lib.rs` re-exports at the root, each with the module it comes from:
-/// `pub use mutex::{Mutex, MutexGuard};` maps both names to `mutex`.
+/// The names `lib.rs` re-exports at the root, each with the unit it comes from:
+/// `pub use kinds::mutex::{Mutex, MutexGuard};` maps both names to `kinds::mutex`.
 fn reexports(lib: &str) -> HashMap<String, String> {
     let mut names = HashMap::new();
     for statement in code(lib).split(';') {
         let Some(path) = statement.trim().strip_prefix("pub use ") else {
             continue;
         };
-        let Some((module, rest)) = path.split_once("::") else {
-            continue;
+        let path = path.strip_prefix("crate::").unwrap_or(path);
+        let (module, items) = match path.split_once("::{") {
+            Some((module, items)) => (module, items),
+            None => path.rsplit_once("::").unwrap_or((path, "")),
         };
-        let items = rest.rsplit("::").next().unwrap_or(rest);
+        let segments: Vec<String> = module.split("::").map(|s| s.trim().to_owned()).collect();
+        let unit = unit_of_path(&segments);
         for item in items.trim_matches(['{', '}', ' ', '\n']).split(',') {
             let name = item.split(" as ").last().unwrap_or(item).trim();
             if !name.is_empty() {
-                names.insert(name.to_owned(), module.trim().to_owned());
+                names.insert(name.to_owned(), unit.clone());
             }
         }
     }
@@ -149,40 +286,10 @@ fn without_comment(line: &str) -> &str {
     line
 }
 
-/// Every upward path of one file, as `file:line: …`.
-fn violations(path: &str, text: &str, reexports: &HashMap<String, String>) -> Vec<String> {
-    let Some(module) = module_of(path) else {
-        return Vec::new();
-    };
-    let Some(layer) = layer_of(module) else {
-        return vec![format!(
-            "{path}: module `{module}` is in no layer: add it to LAYERS"
-        )];
-    };
-    let mut found = Vec::new();
-    for (line, used) in crate_paths(&code(text)) {
-        if used.is_empty() {
-            // `$crate::$item` in a macro: the item is the caller's to name.
-            continue;
-        }
-        let used = reexports.get(&used).cloned().unwrap_or(used);
-        match layer_of(&used) {
-            Some(target) if target > layer => found.push(format!(
-                "{path}:{line}: {} module `{module}` uses {} module `{used}`",
-                LAYERS[layer].0, LAYERS[target].0
-            )),
-            Some(_) => {}
-            None => found.push(format!(
-                "{path}:{line}: `crate::{used}` is in no layer: add it to LAYERS"
-            )),
-        }
-    }
-    found
-}
-
-/// The first segment after each `crate::` (`$crate::` too), with its line number from 1; in a
-/// group, `crate::{a::X, b}`, each member's.
-fn crate_paths(code: &str) -> Vec<(usize, String)> {
+/// Each path after a `crate::` (`$crate::` too), with its line number from 1: the segments of
+/// its module path, as far as they are written; in a group, `crate::{a::X, core::{b, c}}`,
+/// each member's.
+fn crate_paths(code: &str) -> Vec<(usize, Vec<String>)> {
     let mut paths = Vec::new();
     let mut rest = code;
     let mut offset = 0;
@@ -193,7 +300,8 @@ fn crate_paths(code: &str) -> Vec<(usize, String)> {
             .next_back()
             .is_some_and(|c| c.is_alphanumeric() || c == '_');
         if !preceded_by_word {
-            paths.extend(segments_at(code, start));
+            let mut at = start;
+            paths.extend(paths_at(code, &mut at, &[]));
         }
         offset = start;
         rest = &code[start..];
@@ -201,95 +309,153 @@ fn crate_paths(code: &str) -> Vec<(usize, String)> {
     paths
 }
 
-/// The first segments of the path that starts at `start`: one, or one per member of a group.
-fn segments_at(code: &str, start: usize) -> Vec<(usize, String)> {
+/// The paths written from `*at` on, each prefixed by `prefix`: `a::b::C` is one, `{a, b::{c,
+/// d}}` three. Leaves `*at` after what it read.
+fn paths_at(code: &str, at: &mut usize, prefix: &[String]) -> Vec<(usize, Vec<String>)> {
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
-    let tail = &code[start..];
-    if !tail.starts_with('{') {
-        let name: String = tail
+    let skip_space = |at: &mut usize| {
+        while code[*at..].starts_with(char::is_whitespace) {
+            *at += code[*at..].chars().next().map_or(1, char::len_utf8);
+        }
+    };
+    skip_space(at);
+    if code[*at..].starts_with('{') {
+        *at += 1;
+        let mut paths = Vec::new();
+        loop {
+            skip_space(at);
+            match code[*at..].chars().next() {
+                None => return paths,
+                Some('}') => {
+                    *at += 1;
+                    return paths;
+                }
+                Some(',') => *at += 1,
+                Some(_) => {
+                    let before = *at;
+                    paths.extend(paths_at(code, at, prefix));
+                    if *at == before {
+                        // Something that is no path: step over it.
+                        *at += code[*at..].chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+            }
+        }
+    }
+    let line = line_of(*at);
+    let mut segments = prefix.to_vec();
+    loop {
+        let name: String = code[*at..]
             .chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
             .collect();
-        return vec![(line_of(start), name)];
-    }
-    let mut members = Vec::new();
-    let mut depth = 0;
-    let mut expecting = true;
-    for (at, c) in tail.char_indices() {
-        match c {
-            '{' => {
-                depth += 1;
-                expecting = depth == 1;
-            }
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    break;
-                }
-            }
-            ',' if depth == 1 => expecting = true,
-            c if expecting && depth == 1 && (c.is_alphanumeric() || c == '_') => {
-                let name: String = tail[at..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                members.push((line_of(start + at), name));
-                expecting = false;
-            }
-            _ => {}
+        if name.is_empty() {
+            break;
+        }
+        *at += name.len();
+        segments.push(name);
+        if !code[*at..].starts_with("::") {
+            break;
+        }
+        *at += 2;
+        if code[*at..].starts_with('{') {
+            return paths_at(code, at, &segments);
         }
     }
-    members
+    if segments.len() == prefix.len() {
+        return Vec::new();
+    }
+    vec![(line, segments)]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn reexported() -> HashMap<String, String> {
-        reexports("pub use client::Client;\npub use mutex::{Mutex, MutexGuard};\n")
+    fn problems_of(files: &[(&str, &str)]) -> Vec<String> {
+        let lib = "pub use client::Client;\npub use kinds::mutex::{Mutex, MutexGuard};\n\
+                   pub use crate::core::guard::Guard;\n";
+        let mut all: Vec<(String, String)> = vec![("lib.rs".into(), lib.into())];
+        all.extend(
+            files
+                .iter()
+                .map(|(p, t)| ((*p).to_owned(), (*t).to_owned())),
+        );
+        problems(&all).expect("a lib.rs")
     }
 
     #[test]
     fn an_upward_import_is_reported_with_its_file_and_line() {
         let sample = "//! The grant.\n\nuse crate::error::Result;\nuse crate::client::Shared;\n";
         assert_eq!(
-            violations("grant.rs", sample, &reexported()),
-            vec!["grant.rs:4: core module `grant` uses façade module `client`"]
+            problems_of(&[("core/grant.rs", sample)]),
+            vec!["core/grant.rs:4: core module `core::grant` uses façade module `client`"]
         );
     }
 
     #[test]
     fn groups_paths_in_code_and_root_reexports_count_too() {
-        let sample = "use crate::{\n    error::Error,\n    mutex::Mutex,\n};\n\
+        let sample = "use crate::{\n    error::Error,\n    kinds::{mutex::Mutex},\n};\n\
                       fn f() { crate::Client::nothing(); }\n";
         assert_eq!(
-            violations("transport/conn.rs", sample, &reexported()),
+            problems_of(&[("transport/conn.rs", sample)]),
             vec![
-                "transport/conn.rs:3: transport module `transport` uses primitives module `mutex`",
-                "transport/conn.rs:5: transport module `transport` uses façade module `client`",
+                "transport/conn.rs:3: transport module `transport::conn` uses kinds module \
+                 `kinds::mutex`",
+                "transport/conn.rs:5: transport module `transport::conn` uses façade module \
+                 `client`",
             ]
         );
     }
 
     #[test]
     fn downward_and_sideways_imports_comments_and_the_root_pass() {
-        let sample = "use crate::transport::conn::Conn;\nuse crate::reentrant::Holder;\n\
+        let sample = "use crate::transport::conn::Conn;\nuse crate::kinds::reentrant::Holder;\n\
                       /// See [`Client`](crate::client::Client).\n\
                       let url = \"redis://h\"; // crate::client\n";
-        assert!(violations("rwlock.rs", sample, &reexported()).is_empty());
-        assert!(violations("lib.rs", "use crate::client::Client;", &reexported()).is_empty());
+        assert!(problems_of(&[("kinds/rwlock.rs", sample)]).is_empty());
+        assert!(problems_of(&[("kinds/mutex/tests.rs", "use crate::kinds::mutex::X;")]).is_empty());
+    }
+
+    #[test]
+    fn a_circle_inside_a_layer_is_reported_with_the_paths_that_close_it() {
+        let found = problems_of(&[
+            ("core/held.rs", "use crate::core::grant::Attempt;\n"),
+            (
+                "core/grant.rs",
+                "use crate::core::{held::Held, lease::Lease};\n",
+            ),
+            ("core/lease.rs", "use crate::core::observe::Hold;\n"),
+        ]);
+        assert_eq!(
+            found,
+            vec![
+                "an import circle of 2 modules: core::grant -> core::held (core/grant.rs:1), \
+                 core::held -> core::grant (core/held.rs:1)"
+            ]
+        );
+        let longer = problems_of(&[
+            ("kinds/mutex.rs", "use crate::kinds::b::X;"),
+            ("kinds/b.rs", "use crate::kinds::c::X;"),
+            // Through a re-export at the root.
+            ("kinds/c.rs", "fn f() { crate::Mutex::new(); }"),
+        ]);
+        assert_eq!(longer.len(), 1, "{longer:?}");
+        assert!(
+            longer[0].starts_with("an import circle of 3 modules"),
+            "{longer:?}"
+        );
     }
 
     #[test]
     fn a_module_in_no_layer_is_reported() {
         assert_eq!(
-            violations("mystery.rs", "", &reexported()),
+            problems_of(&[("mystery.rs", "")]),
             vec!["mystery.rs: module `mystery` is in no layer: add it to LAYERS"]
         );
         assert_eq!(
-            violations("mutex.rs", "use crate::nowhere::X;", &reexported()),
-            vec!["mutex.rs:1: `crate::nowhere` is in no layer: add it to LAYERS"]
+            problems_of(&[("kinds/mutex.rs", "use crate::nowhere::X;")]),
+            vec!["kinds/mutex.rs:1: `crate::nowhere::X` is in no layer: add it to LAYERS"]
         );
     }
 }

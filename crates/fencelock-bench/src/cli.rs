@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 
 use crate::report::Output;
 use crate::{
-    bench_dir, election, handoff, market, peers, redlock, renewal, uncontended, Result, Settings,
+    bench_dir, election, handoff, market, peers, redlock, renewal, takeover, uncontended, Result,
+    Settings,
 };
 
 /// fencelock measured beside the limit of the same Redis and beside its peers, in one run.
@@ -51,6 +52,18 @@ struct Cli {
         default_value = "0,1,10,100"
     )]
     observers: Vec<usize>,
+    /// Leases of the takeover scenario.
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        default_value = "3s,10s,30s",
+        value_parser = parse_duration
+    )]
+    takeover_leases: Vec<Duration>,
+    /// Rounds of each measurement of the takeover scenario.
+    #[arg(long, global = true, default_value = "5", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    takeover_rounds: u32,
     /// Where results are written [default: bench/results].
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -82,6 +95,8 @@ enum Scenario {
     Market,
     /// 7: leader election takeover and observers, beside etcd.
     Election,
+    /// 8: a lock's holder killed, terminated or paused, at each lease.
+    Takeover,
     /// A fencelock election candidate driven on stdin, for the election scenario.
     #[command(hide = true)]
     ElectCandidate {
@@ -95,6 +110,14 @@ enum Scenario {
         url: String,
         name: String,
         count: usize,
+    },
+    /// A fencelock client holding or waiting for a mutex, driven on stdin, for the takeover
+    /// scenario.
+    #[command(hide = true)]
+    LeaseHolder {
+        url: String,
+        name: String,
+        lease_ms: u64,
     },
 }
 
@@ -119,6 +142,8 @@ pub fn main() -> ExitCode {
     settings.election_lease = cli.election_lease;
     settings.election_rounds = cli.election_rounds;
     settings.observers = cli.observers.clone();
+    settings.takeover_leases = cli.takeover_leases.clone();
+    settings.takeover_rounds = cli.takeover_rounds;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -138,6 +163,11 @@ pub fn main() -> ExitCode {
         Scenario::ElectObservers { url, name, count } => {
             runtime.block_on(election::observers_process(url, name, *count))
         }
+        Scenario::LeaseHolder {
+            url,
+            name,
+            lease_ms,
+        } => runtime.block_on(takeover::holder_process(url, name, *lease_ms)),
         scenario => runtime.block_on(run(scenario, &settings)),
     };
     match outcome {
@@ -178,6 +208,9 @@ async fn run(scenario: &Scenario, settings: &Settings) -> Result<()> {
     }
     if chosen(Scenario::Election) {
         election::run(settings, &output).await?;
+    }
+    if chosen(Scenario::Takeover) {
+        takeover::run(settings, &output).await?;
     }
     Ok(())
 }

@@ -66,12 +66,6 @@ enum Lock {
     Fair(fencelock::FairMutex),
 }
 
-/// A held lock of either kind.
-enum Held {
-    Mutex(fencelock::MutexGuard),
-    Fair(fencelock::FairMutexGuard),
-}
-
 impl Lock {
     fn new(client: &fencelock::Client, kind: FencelockKind, name: &str) -> Result<Lock> {
         Ok(match kind {
@@ -80,21 +74,11 @@ impl Lock {
         })
     }
 
-    async fn lock(&self) -> Result<Held> {
+    async fn lock(&self) -> Result<fencelock::Guard> {
         Ok(match self {
-            Lock::Mutex(m) => Held::Mutex(m.lock().await?),
-            Lock::Fair(m) => Held::Fair(m.lock().await?),
+            Lock::Mutex(m) => m.lock().await?.into(),
+            Lock::Fair(m) => m.lock().await?.into(),
         })
-    }
-}
-
-impl Held {
-    async fn unlock(self) -> Result<()> {
-        match self {
-            Held::Mutex(g) => g.unlock().await?,
-            Held::Fair(g) => g.unlock().await?,
-        }
-        Ok(())
     }
 }
 

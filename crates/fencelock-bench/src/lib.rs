@@ -20,6 +20,7 @@ pub mod redlock;
 pub mod renewal;
 pub mod report;
 pub mod server;
+pub mod takeover;
 pub mod uncontended;
 
 use std::path::PathBuf;
@@ -53,7 +54,12 @@ pub struct Settings {
     pub election_rounds: u32,
     /// Observer counts of the election scenario.
     pub observers: Vec<usize>,
-    /// The `fencelock-bench` binary, run again for the election's candidates and observers.
+    /// The leases of the takeover scenario.
+    pub takeover_leases: Vec<Duration>,
+    /// Rounds of each measurement of the takeover scenario.
+    pub takeover_rounds: u32,
+    /// The `fencelock-bench` binary, run again for the election's candidates and observers and
+    /// the takeover's holders.
     pub program: PathBuf,
     /// Where results are written.
     pub out: PathBuf,
@@ -79,6 +85,8 @@ impl Settings {
             election_lease: Duration::from_secs(2),
             election_rounds: 7,
             observers: vec![0, 1, 10, 100],
+            takeover_leases: [3, 10, 30].map(Duration::from_secs).to_vec(),
+            takeover_rounds: 5,
             program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("fencelock-bench")),
             out,
             peers_dir,

@@ -57,6 +57,32 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Stops the server's process (SIGSTOP) until [`Server::resume`]: it answers nothing
+    /// meanwhile, as a server in a long pause.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the signal cannot be sent.
+    pub fn pause(&self) -> Result<()> {
+        self.signal(nix::sys::signal::Signal::SIGSTOP)
+    }
+
+    /// Resumes a paused server (SIGCONT).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the signal cannot be sent.
+    pub fn resume(&self) -> Result<()> {
+        self.signal(nix::sys::signal::Signal::SIGCONT)
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) -> Result<()> {
+        let pid = i32::try_from(self.child.id())
+            .map_err(|_| Error::Server(format!("pid {} out of range", self.child.id())))?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+            .map_err(|e| Error::io(format!("sending {signal}"), std::io::Error::from(e)))
+    }
+
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {

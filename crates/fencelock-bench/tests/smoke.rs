@@ -9,7 +9,9 @@ use fencelock_bench::election::{Departure, System};
 use fencelock_bench::handoff::Mode;
 use fencelock_bench::market::Variant;
 use fencelock_bench::report::Output;
-use fencelock_bench::{election, handoff, market, redlock, renewal, uncontended, Settings};
+use fencelock_bench::{
+    election, handoff, market, redlock, renewal, takeover, uncontended, Settings,
+};
 
 fn settings(out: &Path) -> Settings {
     let mut settings = Settings::new(out.to_owned(), out.join("peers"));
@@ -123,6 +125,11 @@ async fn renewal_keeps_every_lease_and_counts_memory() {
         row.bytes_per_lock > 0.0 && row.bytes_per_plain_key > 0.0,
         "{row:?}"
     );
+    // The plain keys are as long as the locks' keys and values: `fencelock:{lease:N}:mutex`.
+    assert!(
+        row.key_bytes > "{lease:0}".len() && row.value_bytes > 16,
+        "{row:?}"
+    );
     written(dir.path(), "renewal");
 }
 
@@ -138,7 +145,46 @@ async fn redlock_asks_one_and_five_masters() {
         .rows
         .iter()
         .all(|r| r.cycles > 0 && r.acquire.p50_ms > 0.0));
+    // A paused master costs an acquire nothing, a refusal that needs its vote a node timeout.
+    let paused = &results.paused;
+    assert!(paused.cycles > 0, "{paused:?}");
+    assert!(paused.acquire.max_ms < paused.node_timeout_ms, "{paused:?}");
+    assert!(
+        paused.refusals.count > 0 && paused.refusal_ratio >= 1.0,
+        "{paused:?}"
+    );
     written(dir.path(), "redlock");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn takeover_waits_for_a_killed_holders_lease_and_not_a_terminated_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = settings(dir.path());
+    settings.program = env!("CARGO_BIN_EXE_fencelock-bench").into();
+    let lease = Duration::from_secs(1);
+    settings.takeover_leases = vec![lease];
+    settings.takeover_rounds = 1;
+    let output = Output::new(dir.path()).expect("output");
+    let results = takeover::run(&settings, &output).await.expect("run");
+    assert_eq!(results.takeovers.len(), 2, "{results:?}");
+    for t in &results.takeovers {
+        assert_eq!(t.rounds_ms.len(), 1, "{t:?}");
+        match t.departure {
+            // Renewed every third of the lease: at least two thirds of it are left to wait.
+            takeover::Departure::Killed => assert!(t.median_ms >= 600.0, "{t:?}"),
+            // Woken by the release.
+            takeover::Departure::Terminated => assert!(t.median_ms < 600.0, "{t:?}"),
+        }
+    }
+    assert_eq!(results.pauses.len(), takeover::PAUSES.len(), "{results:?}");
+    for pause in &results.pauses {
+        assert_eq!(pause.kept + pause.lost, 1, "{pause:?}");
+        if pause.pause_ms > pause.lease_ms {
+            // A pause longer than the lease always costs the lock.
+            assert_eq!(pause.lost, 1, "{pause:?}");
+        }
+    }
+    written(dir.path(), "takeover");
 }
 
 #[tokio::test(flavor = "multi_thread")]

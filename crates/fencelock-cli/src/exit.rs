@@ -1,4 +1,4 @@
-//! The exit codes of `fencelock`, one constant each.
+//! The exit codes of `fencelock`, one constant each, and [`TABLE`], what each means.
 //!
 //! `fencelock run` exits with its command's own code when the command ran and the lock held
 //! throughout (128 + N when the command was killed by signal N, as shells report it). The
@@ -6,11 +6,13 @@
 //! with one of these numbers itself; scripts that must tell them apart can read fencelock's
 //! one-line message on standard error.
 
-/// Done (`run`: the command exited 0).
+/// Done: `hold`, `status`, `unlock --force` and `leader` did their work.
 pub const SUCCESS: u8 = 0;
 /// Bad usage: an unknown flag, a malformed duration or URL, a missing `--force`, a server older
-/// than fencelock supports.
+/// than fencelock supports, `status` or `unlock` on RedLock masters.
 pub const USAGE: u8 = 64;
+/// Redis could not be reached.
+pub const UNAVAILABLE: u8 = 69;
 /// Redis answered with an error fencelock did not expect.
 pub const SOFTWARE: u8 = 70;
 /// `--no-wait` and the lock is held by someone else.
@@ -20,11 +22,99 @@ pub const TIMEOUT: u8 = 74;
 /// The lock was lost while the command ran (renewal failed, Redis unreachable past the lease,
 /// or the lock was removed); the command was stopped.
 pub const LOST: u8 = 75;
-/// Redis could not be reached.
-pub const UNAVAILABLE: u8 = 69;
 /// Redis refused the credentials or the command (ACL).
 pub const NOPERM: u8 = 77;
-/// `unlock --force`: no lock of any kind was held under that name.
+/// Nothing held: `unlock --force` found no lock of any kind under that name, or `leader` found
+/// nobody leading.
 pub const NOT_HELD: u8 = 78;
 /// The command could not be started (not found, not executable).
 pub const CANNOT_RUN: u8 = 127;
+
+/// Every exit code of `fencelock`, with what it means: the one table that `fencelock --help`,
+/// the repository's README and this crate's README show, row for row (a test checks that they
+/// agree with it, and that it has a row for every constant of this module).
+pub const TABLE: &[(&str, &str)] = &[
+    (
+        "the command's own",
+        "`run`, and `elect` with `--once` or stopped by a signal: the command exited and the \
+         lock (the leadership) held throughout; 128+N when signal N killed it",
+    ),
+    (
+        "0",
+        "`hold` held the lock until its input ended or a signal came; `status` listed the \
+         locks; `unlock --force` removed some; `leader` found a leader, or `--watch` was stopped",
+    ),
+    (
+        "64",
+        "bad usage: an unknown flag, a bad duration (`500ms`, `30s`, `5m`, `1h`, `1m30s`) or \
+         address (the message says what is expected), `unlock` without `--force`, `status` or \
+         `unlock` with `--redlock`, a server older than Redis 6.2",
+    ),
+    (
+        "69",
+        "Redis could not be reached (while waiting: once `--wait` ran out, or after 30 s \
+         without one)",
+    ),
+    (
+        "70",
+        "Redis answered with an error fencelock did not expect",
+    ),
+    (
+        "73",
+        "`--no-wait`, and the lock is held (the message says by whom, for how long); `-E N` \
+         exits N instead",
+    ),
+    (
+        "74",
+        "`--wait` ran out (the message says who holds the lock); `-E N` exits N instead",
+    ),
+    (
+        "75",
+        "the lock (the leadership) was lost while the command ran or `hold` held it; the \
+         command was stopped",
+    ),
+    ("77", "Redis refused the credentials or a command (ACL)"),
+    (
+        "78",
+        "nothing held: `unlock --force` found no lock of any kind under the name, `leader` \
+         found nobody leading",
+    ),
+    (
+        "127",
+        "the command could not be started (not found, not executable)",
+    ),
+    (
+        "128+N",
+        "fencelock got signal N while waiting for the lock (`run`, `hold`) or campaigning \
+         (`elect`)",
+    ),
+];
+
+/// [`TABLE`] as `fencelock --help` prints it, under the heading `Exit codes:`: each meaning
+/// beside its code, wrapped to fit 96 columns.
+pub fn help() -> String {
+    const COLUMNS: usize = 96;
+    let width = TABLE.iter().map(|(code, _)| code.len()).max().unwrap_or(0);
+    let indent = 2 + width + 2;
+    let mut text = String::from("Exit codes:\n");
+    for (code, meaning) in TABLE {
+        let mut line = format!("  {code:<width$}  ");
+        let mut empty = true;
+        for word in meaning.split_whitespace() {
+            if !empty && line.len() + 1 + word.len() > COLUMNS {
+                text.push_str(&line);
+                text.push('\n');
+                line = " ".repeat(indent);
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(word);
+            empty = false;
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}

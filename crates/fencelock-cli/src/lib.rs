@@ -6,7 +6,7 @@
 //! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
-//! fencelock hold NAME [the same lock flags as run]
+//! fencelock hold NAME [the lock flags of run, without --kill-grace]
 //! fencelock status [PATTERN] [--json]
 //! fencelock unlock NAME --force
 //! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
@@ -55,9 +55,14 @@ Examples:
   fencelock --cluster redis://node1:6379,redis://node2:6379 run --fair printer -- lp report.pdf
   fencelock --sentinel redis://s1:26379,redis://s2:26379 --service orders run report -- ./report.sh";
 
+/// What `fencelock --help` ends with: the examples and every exit code.
+fn after_help() -> String {
+    format!("{EXAMPLES}\n\n{}", exit::help())
+}
+
 /// Distributed locks on Redis, for shell scripts and cron jobs.
 #[derive(Debug, Parser)]
-#[command(name = "fencelock", version, about, after_help = EXAMPLES)]
+#[command(name = "fencelock", version, about, after_help = after_help())]
 pub struct Cli {
     /// Redis to use.
     #[arg(
@@ -141,9 +146,8 @@ released when it exits. fencelock exits with the command's code (128+N if killed
 While it waits, fencelock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
 when there is no --wait), then exits 69.
 
-Exit codes: 64 bad usage, 69 Redis unreachable, 70 unexpected Redis error, 73 held (--no-wait),
-74 timed out (--wait), 75 lock lost, 77 credentials refused, 127 command not started.
--E N replaces 73 and 74.
+Exit codes: `fencelock --help` lists every one; -E N replaces 73 (held, with --no-wait) and 74
+(--wait ran out), and 75 means the lock was lost and the command stopped.
 
 Examples:
   fencelock run lottery ./draw-winners.sh
@@ -345,6 +349,7 @@ impl From<fencelock::Error> for Failure {
         let code = match &err {
             E::InvalidName { .. }
             | E::InvalidOption { .. }
+            | E::InvalidAddress { .. }
             | E::Unsupported { .. }
             | E::UnsupportedServer { .. } => exit::USAGE,
             E::Held { .. } => exit::HELD,
@@ -433,16 +438,8 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
         Ok(deployment) => Client::connect_with_options(deployment, options).await,
         Err(e) => Err(e),
     };
-    client.map_err(|e| {
-        let hint = if e.is_bad_target() {
-            " (expected redis://host:port, rediss://host:port for TLS, or redis+unix:///path)"
-        } else {
-            ""
-        };
-        let failure = Failure::at(target, e);
-        let said = failure.message.unwrap_or_default();
-        Failure::new(failure.code, format!("{said}{hint}"))
-    })
+    // A wrong address is refused with what is expected there (`Error::InvalidAddress`).
+    client.map_err(|e| Failure::at(target, e))
 }
 
 /// `host/pid`, shown to operators as the holder of this process's locks.

@@ -1231,7 +1231,10 @@ fn a_malformed_url_says_what_is_expected() {
     let out = output(&server, &["--redis", "http://db:6379", "status"]);
     assert_eq!(code(&out), 64, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("expected redis://host:port"),
+        stderr(&out).contains(
+            "cannot use Redis at http://db:6379: invalid address of the Redis server: not a URL \
+             with a scheme Redis takes; expected redis://[user:password@]host[:port][/db]"
+        ),
         "{}",
         stderr(&out)
     );

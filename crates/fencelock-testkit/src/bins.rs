@@ -1,8 +1,9 @@
 //! Locating the server binaries, and what the chosen server is.
 //!
 //! The server under test is chosen by the environment: `FENCELOCK_SERVER_DIR` names a directory
-//! holding `redis-server` and `redis-cli`, or `valkey-server` and `valkey-cli` (`cargo xtask
-//! setup` fills `target/servers/` with Redis 6.2 and Valkey 8); `FENCELOCK_REDIS_SERVER` and
+//! holding `redis-server` or `valkey-server`, and usually its cli (`cargo xtask setup` fills
+//! `target/servers/` with Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2; the last two ship no
+//! cli, and the `redis-cli` on `PATH` speaks to them); `FENCELOCK_REDIS_SERVER` and
 //! `FENCELOCK_REDIS_CLI` name one binary each and win over the directory; without any of them,
 //! `redis-server` and `redis-cli` are looked up on `PATH`. Sentinels run the same server binary
 //! with `--sentinel`, and cluster set-up uses the same cli.
@@ -38,7 +39,7 @@ pub fn redis_server_path() -> PathBuf {
 /// Path of the cli used by [`RedisServer::cli`](crate::RedisServer::cli).
 ///
 /// `FENCELOCK_REDIS_CLI` wins if set; then `redis-cli` or `valkey-cli` in `FENCELOCK_SERVER_DIR`;
-/// otherwise `redis-cli` is looked up on `PATH`. The result is cached for the life of the
+/// otherwise (or when that directory holds no cli) `redis-cli` is looked up on `PATH`. The result is cached for the life of the
 /// process.
 ///
 /// # Panics
@@ -110,23 +111,27 @@ fn describe(version_output: &str) -> Option<String> {
 }
 
 /// The binary `<redis|valkey>-<role>`: from `env_var`, from the server directory, or on `PATH`.
+/// A server directory without a cli leaves the cli to `PATH`: every server of the suite speaks
+/// the protocol Debian's `redis-cli` speaks.
 fn locate(role: &str, env_var: &str) -> PathBuf {
     if let Some(explicit) = env::var_os(env_var).filter(|v| !v.is_empty()) {
         return executable(PathBuf::from(explicit), env_var);
     }
     if let Some(dir) = env::var_os(SERVER_DIR).filter(|v| !v.is_empty()) {
         let dir = PathBuf::from(dir);
-        return ["redis", "valkey"]
+        let found = ["redis", "valkey"]
             .iter()
             .map(|product| dir.join(format!("{product}-{role}")))
-            .find(|candidate| is_executable(candidate))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{SERVER_DIR} is set to {}, which holds neither redis-{role} nor \
-                     valkey-{role}. {SETUP_HINT}",
-                    dir.display()
-                )
-            });
+            .find(|candidate| is_executable(candidate));
+        match found {
+            Some(binary) => return binary,
+            None if role == "cli" => {}
+            None => panic!(
+                "{SERVER_DIR} is set to {}, which holds neither redis-{role} nor \
+                 valkey-{role}. {SETUP_HINT}",
+                dir.display()
+            ),
+        }
     }
     let name = format!("redis-{role}");
     env::var_os("PATH")

@@ -18,6 +18,8 @@
 //! comparable across processes, and the orchestrator checks the collected
 //! intervals with [`check_no_overlap`].
 //!
+//! A test that builds programs to run (the examples, say) starts `cargo` with [`cargo`].
+//!
 //! ```no_run
 //! use std::time::{Duration, Instant};
 //!
@@ -105,6 +107,48 @@ pub const DONE: &str = "DONE";
 const DROP_REAP_LIMIT: Duration = Duration::from_secs(5);
 /// How often a wait for a worker's exit looks again.
 const REAP_POLL: Duration = Duration::from_millis(5);
+
+/// A `cargo` command to start from a test or a task that cargo runs: the `cargo` that runs this
+/// process (`CARGO`, else the one on the path), without the variables cargo sets for the
+/// program it runs (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, …).
+///
+/// Build scripts that read those variables are rebuilt whenever their values change, and so
+/// is everything built on them (ring's build script reads `CARGO_MANIFEST_DIR` and
+/// `CARGO_PKG_*`, and most of the workspace depends on ring): a build started with them set
+/// would rebuild that much, and so would the next build started from a shell.
+///
+/// # Examples
+///
+/// ```no_run
+/// let status = fencelock_testkit::process::cargo()
+///     .args(["build", "--quiet", "--examples"])
+///     .status()
+///     .expect("cargo runs");
+/// assert!(status.success());
+/// ```
+pub fn cargo() -> Command {
+    let mut cargo = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if SET_FOR_A_RUNNING_PROGRAM.contains(&name) || name.starts_with("CARGO_PKG_") {
+            cargo.env_remove(name);
+        }
+    }
+    cargo
+}
+
+/// What cargo sets for a program it runs besides `CARGO_PKG_*` (`CARGO` itself it sets for
+/// every build script anyway).
+const SET_FOR_A_RUNNING_PROGRAM: [&str; 8] = [
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "OUT_DIR",
+];
 
 /// If this process was started as a worker by [`spawn_worker`] or
 /// [`Workers::spawn`], returns `Some(role)` (the string passed there), else

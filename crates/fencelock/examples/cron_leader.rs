@@ -1,69 +1,58 @@
-//! A cron leader: every instance of a service runs this; one at a time is the leader and runs
-//! the schedule, the others wait to take over.
+//! The cron leader: every instance of a service runs the same scheduled job at the same time
+//! (cron on each machine, a timer in each replica); the one that takes the lock runs it, the
+//! others skip this run.
 //!
-//! `cargo run -p fencelock --example cron_leader` uses Redis at `REDIS_URL`, or a private one
-//! when it is unset. The leader runs `TICKS` jobs (default 3), one every `TICK_MS` (default
-//! 1000), then steps down. `LEASE_MS` (default 10000) bounds how long a crashed leader keeps
-//! the others waiting.
+//! `cargo run -p fencelock --example cron_leader` runs the job once, against the Redis at
+//! `REDIS_URL` (default `redis://127.0.0.1/`). Start several at once: one cleans up, the
+//! others print that they skip. Start another a minute later: it skips too, since the lock
+//! is kept for five minutes from the start of the run, so that an instance whose clock or
+//! scheduler fires a few seconds late does not run the job a second time.
 //!
 //! The holder label is `POD_NAME` (set it from the pod's `metadata.name` in Kubernetes), so
-//! `fencelock status` shows which pod leads. `SIGTERM`, which Kubernetes sends to stop a pod,
-//! releases the lock at once: the next instance takes over without waiting for the lease.
+//! `fencelock status` shows which instance ran the job. For one leader that runs a schedule
+//! while the others stand by, see the `leader_election` example.
 
 use std::error::Error;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Lease};
-use fencelock_testkit::RedisServer;
-use tokio::signal::unix::{signal, SignalKind};
+use fencelock::{Client, ClientOptions, Fence, Mutex, Optional};
+
+/// How long after the start of a run the others keep skipping it.
+const HOLD_AT_LEAST: Duration = Duration::from_secs(300);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let (url, _redis) = RedisServer::from_env_or_start();
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
     let pod = std::env::var("POD_NAME").unwrap_or_else(|_| format!("pid-{}", std::process::id()));
-    let ticks: u32 = setting("TICKS", 3)?;
-    let tick = Duration::from_millis(setting("TICK_MS", 1000)?);
-    let lease = Duration::from_millis(setting("LEASE_MS", 10_000)?);
-
-    let options = ClientOptions::default()
-        .holder_label(pod.as_str())
-        .default_lease(Lease::Renewed(lease));
+    let options = ClientOptions::default().holder_label(pod.as_str());
     let client = Client::connect_with_options(url.as_str(), options).await?;
-    let leadership = client.mutex("cron:leader")?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    println!("{pod}: waiting to lead");
 
-    let guard = tokio::select! {
-        guard = leadership.lock() => guard?,
-        _ = terminate.recv() => {
-            // An acquire cut short may have been granted meanwhile: give it back before exit.
-            client.shutdown().await?;
-            return Ok(());
-        }
-    };
-    println!("{pod}: leader (fence {})", guard.fence());
-    let mut schedule = tokio::time::interval(tick);
-    for run in 1..=ticks {
-        tokio::select! {
-            _ = schedule.tick() => println!("{pod}: job {run} (fence {})", guard.fence()),
-            // Another instance may lead by now: stop scheduling at once. Exiting lets the
-            // pod restart and wait to lead again.
-            lost = guard.lost() => return Err(format!("{pod}: leadership lost: {lost}").into()),
-            _ = terminate.recv() => break,
-        }
-    }
-    guard.unlock().await?;
+    let ran = run_unless_another_does(&client.mutex("cron:cleanup")?, &pod).await;
+    // Whatever happened above, give back what is held before exiting: a `?` there dropped the
+    // guard, and a dropped guard only queues its release to the client's background task.
     client.shutdown().await?;
-    println!("{pod}: stepped down");
+    ran
+}
+
+/// Runs the job if this instance takes the lock; another instance holding it means skip.
+async fn run_unless_another_does(lock: &Mutex, pod: &str) -> Result<(), Box<dyn Error>> {
+    let Some(guard) = lock.try_lock().await.optional()? else {
+        println!("{pod}: another instance runs the cleanup, skipping");
+        return Ok(());
+    };
+    let started = Instant::now();
+    clean_up(pod, guard.fence()).await?;
+    // Not `unlock`: the lock stays until five minutes after the start, then expires by itself.
+    guard
+        .unlock_no_earlier_than(started + HOLD_AT_LEAST)
+        .await?;
+    println!("{pod}: cleaned up");
     Ok(())
 }
 
-/// The environment variable `name` as a number, or `default` when it is unset.
-fn setting<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .parse()
-            .map_err(|_| format!("{name}={value:?} is not a number").into()),
-        Err(_) => Ok(default),
-    }
+/// The job. What it writes to keeps the fence and refuses a write with a lower one.
+async fn clean_up(pod: &str, fence: Fence) -> Result<(), Box<dyn Error>> {
+    println!("{pod}: cleaning up (fence {fence})");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(())
 }

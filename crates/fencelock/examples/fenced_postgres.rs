@@ -1,8 +1,9 @@
 //! A fenced write to PostgreSQL: the database itself refuses a holder that was paused past its
 //! lease, because a later holder has written with a larger fencing token.
 //!
-//! `cargo run -p fencelock --example fenced_postgres` uses Redis at `REDIS_URL` and PostgreSQL at
-//! `DATABASE_URL`, or private servers of each when they are unset.
+//! `cargo run -p fencelock --example fenced_postgres` uses the Redis at `REDIS_URL` (default
+//! `redis://127.0.0.1/`) and the PostgreSQL at `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1/postgres`), where it creates the table `accounts`.
 //!
 //! Each row carries the fence of the last write to it, and every write is one statement:
 //! `UPDATE ... SET ..., fence = $f WHERE id = $id AND fence < $f`. A write with an older fence
@@ -15,7 +16,6 @@ use std::error::Error;
 use std::time::Duration;
 
 use fencelock::{Client, Fence, Lease, LockOptions};
-use fencelock_testkit::{Postgres, RedisServer};
 use tokio_postgres::NoTls;
 
 const SCHEMA: &str = "
@@ -28,8 +28,9 @@ const SCHEMA: &str = "
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let (redis_url, _redis) = RedisServer::from_env_or_start();
-    let (database_url, _postgres) = Postgres::from_env_or_start();
+    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    let database_url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1/postgres".into());
     let (db, connection) = tokio_postgres::connect(&database_url, NoTls).await?;
     let connection = tokio::spawn(connection);
     db.batch_execute(SCHEMA).await?;

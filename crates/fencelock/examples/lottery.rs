@@ -1,7 +1,8 @@
 //! One worker of the noon lottery (seed: many service instances would all run the draw; exactly
 //! one must). `cargo xtask demo` starts five of these as separate processes.
 //!
-//! Usage: `lottery WORKER REDIS_URL NOON_EPOCH_MS DRAW_ID`
+//! Usage: `lottery WORKER NOON_EPOCH_MS DRAW_ID`, against the Redis at `REDIS_URL` (default
+//! `redis://127.0.0.1/`).
 //!
 //! At noon every worker tries the lock once. The winner checks that nobody drew yet (a worker
 //! that arrives after the winner released would otherwise draw again), draws, and records the
@@ -17,9 +18,10 @@ use redis::AsyncCommands;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [worker, url, noon, draw] = args.as_slice() else {
-        return Err("usage: lottery WORKER REDIS_URL NOON_EPOCH_MS DRAW_ID".into());
+    let [worker, noon, draw] = args.as_slice() else {
+        return Err("usage: lottery WORKER NOON_EPOCH_MS DRAW_ID".into());
     };
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
     let noon: u128 = noon.parse()?;
     let me = format!("worker {worker} (pid {})", std::process::id());
 

@@ -2,16 +2,16 @@
 //! most two of them render at once, wherever they run.
 //!
 //! `cargo run -p fencelock --example process_semaphore` starts the five workers itself (copies of
-//! this program, given `WORKER REDIS_URL`) against Redis at `REDIS_URL`, or a private one when
-//! it is unset. Each worker reports when it starts and ends rendering; from those reports this
-//! program counts how many rendered at once, and fails if that ever exceeds the permits.
+//! this program, given `WORKER`) against the Redis at `REDIS_URL` (default
+//! `redis://127.0.0.1/`). Each worker reports when it starts and ends rendering; from those
+//! reports this program counts how many rendered at once, and fails if that ever exceeds the
+//! permits.
 
 use std::error::Error;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fencelock::Client;
-use fencelock_testkit::RedisServer;
 
 const WORKERS: usize = 5;
 const PERMITS: u32 = 2;
@@ -20,15 +20,16 @@ const PERMITS: u32 = 2;
 async fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [worker, url] => render(worker, url).await,
+        [worker] => render(worker).await,
         [] => run_workers().await,
-        _ => Err("usage: process_semaphore [WORKER REDIS_URL]".into()),
+        _ => Err("usage: process_semaphore [WORKER]".into()),
     }
 }
 
 /// One worker: what each instance of a service runs.
-async fn render(worker: &str, url: &str) -> Result<(), Box<dyn Error>> {
-    let client = Client::connect(url).await?;
+async fn render(worker: &str) -> Result<(), Box<dyn Error>> {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    let client = Client::connect(url.as_str()).await?;
     let renderers = client.semaphore("renderers", PERMITS)?;
     let permit = renderers.acquire().await?;
     println!("worker {worker}: rendering from {} us", now_us()?);
@@ -39,14 +40,14 @@ async fn render(worker: &str, url: &str) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Starts the workers and counts, from their reports, the most that rendered at once.
+/// Starts the workers (with this program's environment, `REDIS_URL` included) and counts,
+/// from their reports, the most that rendered at once.
 async fn run_workers() -> Result<(), Box<dyn Error>> {
-    let (url, _redis) = RedisServer::from_env_or_start();
     let program = std::env::current_exe()?;
     let mut workers = Vec::new();
     for worker in 1..=WORKERS {
         let child = tokio::process::Command::new(&program)
-            .args([worker.to_string(), url.clone()])
+            .arg(worker.to_string())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;

@@ -2,9 +2,9 @@
 //! refreshes it from the slow source while the other readers wait, and they all read the new
 //! value instead of each fetching it again.
 //!
-//! `cargo run -p fencelock --example rw_cache` uses Redis at `REDIS_URL` (for the lock and the
-//! cache), or a private one when it is unset. Eight readers start at once on a cold cache;
-//! the source is fetched once.
+//! `cargo run -p fencelock --example rw_cache` uses the Redis at `REDIS_URL` (default
+//! `redis://127.0.0.1/`), for the lock and the cache. Eight readers start at once on a cold
+//! cache; the source is fetched once.
 
 use std::error::Error;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock::{Client, RwLock};
-use fencelock_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
@@ -21,7 +20,7 @@ const READERS: u32 = 8;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error + Send + Sync>> {
-    let (url, _redis) = RedisServer::from_env_or_start();
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
     let client = Client::connect(url.as_str()).await?;
     let mut cache = redis::Client::open(url.as_str())?
         .get_multiplexed_async_connection()

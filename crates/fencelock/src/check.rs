@@ -29,9 +29,11 @@ pub enum DeploymentWarning {
         /// The oldest master's server, such as `Redis 6.2.14`.
         server: String,
     },
-    /// The settings could not be read, for example because an ACL user may not run
-    /// `CONFIG GET`.
+    /// Some settings could not be read, for example because the ACL user may not run `INFO`
+    /// (see [the ACL user's commands](crate::topics::security)): nothing is known of them.
     Unreadable {
+        /// Which settings: `maxmemory and maxmemory-policy` or `appendonly`.
+        settings: &'static str,
         /// What Redis answered.
         reason: String,
     },
@@ -52,24 +54,27 @@ impl fmt::Display for DeploymentWarning {
                 "{server} has no sharded pub/sub: every release is broadcast to every node of \
                  the cluster; Redis 7.0 and Valkey announce it on the name's shard only"
             ),
-            DeploymentWarning::Unreadable { reason } => {
-                write!(f, "cannot read the server's settings: {reason}")
+            DeploymentWarning::Unreadable { settings, reason } => {
+                write!(f, "cannot read the server's {settings}: {reason}")
             }
         }
     }
 }
 
 impl Client {
-    /// Reads the server's memory and persistence settings (`CONFIG GET`) and says which of
-    /// them weaken the locks: an eviction policy that may delete lock keys, no append-only
-    /// file; and, from the version read at connect, what the server lacks (a cluster of
-    /// Redis 6.2 broadcasts every release). An empty list means none of these; it says nothing
-    /// about replication or clocks (see
+    /// Reads the server's memory and persistence settings (`INFO memory`, `INFO
+    /// persistence`) and says which of them weaken the locks: an eviction policy that may
+    /// delete lock keys, no append-only file; and, from the version read at connect, what the
+    /// server lacks (a cluster of Redis 6.2 broadcasts every release). An empty list means
+    /// none of these; it says nothing about replication or clocks (see
     /// [the guide](crate#what-the-lock-guarantees-and-what-it-does-not)).
     ///
-    /// On a cluster, the settings of the node the command reaches; on a RedLock client, of the
-    /// first master. Settings that cannot be read are reported as
-    /// [`DeploymentWarning::Unreadable`], not as an error.
+    /// `INFO` rather than `CONFIG GET`: managed services that refuse `CONFIG` (ElastiCache,
+    /// Memorystore, Azure) answer it, and an ACL user needs only `+info`
+    /// ([its commands](crate::topics::security)). On a cluster, the settings of every master,
+    /// each warning once; on a RedLock client, of the first master. Settings that cannot be
+    /// read (an ACL user without `+info`, a server that refuses `INFO`) are reported as one
+    /// [`DeploymentWarning::Unreadable`] each, not as an error.
     ///
     /// # Errors
     ///
@@ -94,29 +99,35 @@ impl Client {
     /// # }
     /// ```
     pub async fn deployment_warnings(&self) -> Result<Vec<DeploymentWarning>> {
-        // One parameter per `CONFIG GET`: Redis 6.2 takes no more.
-        let reply = redis::pipe()
-            .cmd("CONFIG")
-            .arg("GET")
-            .arg("maxmemory*")
-            .cmd("CONFIG")
-            .arg("GET")
-            .arg("appendonly")
-            .query_async::<(Vec<(String, String)>, Vec<(String, String)>)>(
-                &mut self.shared.nodes.first().clone(),
-            )
-            .await;
         let mut found = self.version_warnings();
-        match reply {
-            Ok((memory, persistence)) => found.extend(warnings(&[memory, persistence].concat())),
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
-                return Err(e.into())
+        // One section per `INFO`: Redis 6.2 takes no more, and each degrades on its own.
+        for (section, settings) in SECTIONS {
+            let reply = redis::cmd("INFO")
+                .arg(section)
+                .query_async::<redis::Value>(&mut self.shared.nodes.first().clone())
+                .await;
+            let texts = match reply {
+                Ok(value) => node_texts(value),
+                Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                    return Err(e.into())
+                }
+                Err(e) => vec![Err(e.to_string())],
+            };
+            for text in texts {
+                match text {
+                    Ok(text) => found.extend(warnings(&info_settings(&text))),
+                    Err(reason) => found.push(DeploymentWarning::Unreadable { settings, reason }),
+                }
             }
-            Err(e) => found.push(DeploymentWarning::Unreadable {
-                reason: e.to_string(),
-            }),
         }
-        Ok(found)
+        // A cluster's masters usually share their settings: each warning once.
+        let mut unique = Vec::with_capacity(found.len());
+        for warning in found {
+            if !unique.contains(&warning) {
+                unique.push(warning);
+            }
+        }
+        Ok(unique)
     }
 
     /// What the server read at connect lacks.
@@ -131,6 +142,39 @@ impl Client {
             _ => Vec::new(),
         }
     }
+}
+
+/// The `INFO` sections read, and the settings each tells.
+const SECTIONS: [(&str, &str); 2] = [
+    ("memory", "maxmemory and maxmemory-policy"),
+    ("persistence", "appendonly"),
+];
+
+/// The text of each node's `INFO` reply: one for a single server, one per master for a cluster
+/// (which answers with a map of node to reply); an error reply as its message.
+fn node_texts(value: redis::Value) -> Vec<std::result::Result<String, String>> {
+    match value {
+        redis::Value::Map(nodes) => nodes
+            .into_iter()
+            .flat_map(|(_, reply)| node_texts(reply))
+            .collect(),
+        redis::Value::ServerError(e) => vec![Err(e.to_string())],
+        other => vec![redis::from_redis_value::<String>(other).map_err(|e| e.to_string())],
+    }
+}
+
+/// The settings an `INFO` text tells, under the names `CONFIG GET` gives them.
+fn info_settings(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.trim_end().split_once(':'))
+        .filter_map(|(field, value)| match field {
+            "maxmemory" => Some(("maxmemory", value.to_owned())),
+            "maxmemory_policy" => Some(("maxmemory-policy", value.to_owned())),
+            "aof_enabled" => Some(("appendonly", if value == "1" { "yes" } else { "no" }.into())),
+            _ => None,
+        })
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
 }
 
 fn warnings(settings: &[(String, String)]) -> Vec<DeploymentWarning> {
@@ -158,6 +202,24 @@ fn warnings(settings: &[(String, String)]) -> Vec<DeploymentWarning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_tells_the_settings_config_get_would() {
+        let memory = "# Memory\r\nused_memory:1000\r\nmaxmemory:1048576\r\n\
+                      maxmemory_human:1.00M\r\nmaxmemory_policy:volatile-lru\r\n";
+        let persistence = "# Persistence\r\nloading:0\r\naof_enabled:0\r\n";
+        let settings = [info_settings(memory), info_settings(persistence)].concat();
+        assert_eq!(
+            warnings(&settings),
+            vec![
+                DeploymentWarning::EvictsLockKeys {
+                    policy: "volatile-lru".into()
+                },
+                DeploymentWarning::NoAppendOnlyFile
+            ]
+        );
+        assert!(warnings(&info_settings("aof_enabled:1\r\nmaxmemory:0\r\n")).is_empty());
+    }
 
     fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

@@ -77,7 +77,7 @@ impl Client {
     ) -> Result<Client> {
         observe::describe();
         let nodes = Arc::new(nodes);
-        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch);
+        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch, options.drift);
         let notifier = Notifier::spawn_all(sources, Timing::of(&options));
         Ok(Client {
             shared: Arc::new(Shared {
@@ -221,9 +221,11 @@ impl Client {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe in what it waits for: the client is shut down and every hold is given
-    /// up as soon as it starts, and its releases go on in the background if the future is
-    /// dropped, but nothing waits for them any more.
+    /// Not cancel safe, the one future of the crate that is not: the client is shut down and
+    /// every hold given up as soon as it is first polled, and dropping the future undoes none
+    /// of that. The releases go on in the background, but nothing waits for them any more, so
+    /// a program that exits right after may leave locks held until their leases end. Await it
+    /// to the end.
     ///
     /// # Examples
     ///

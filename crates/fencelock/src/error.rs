@@ -6,7 +6,8 @@ use std::time::Duration;
 /// What went wrong with a lock operation.
 ///
 /// Every fallible operation in fencelock returns this type. It is `#[non_exhaustive]`: match the
-/// variants you handle and keep a catch-all arm.
+/// variants you handle and keep a catch-all arm. [`topics::errors`](crate::topics::errors) is
+/// one table of every variant: what it means, whether to retry, and what to do.
 ///
 /// # Examples
 ///
@@ -39,6 +40,19 @@ pub enum Error {
         option: &'static str,
         /// Why it was refused.
         reason: String,
+    },
+    /// An address of Redis could not be used: not a URL with a scheme Redis takes, or a part
+    /// of it malformed (the host, the port, the database number). Returned by the `connect`
+    /// functions before anything is sent; the message says what is expected there.
+    InvalidAddress {
+        /// Which server the address names: `the Redis server`, `a RedLock master`, `a cluster
+        /// node` or `a sentinel`.
+        of: &'static str,
+        /// What is wrong with it.
+        reason: String,
+        /// The forms of address accepted there, such as
+        /// `redis://[user:password@]host[:port][/db]`.
+        expected: &'static str,
     },
     /// `try_lock` found the lock held by another owner.
     Held {
@@ -201,9 +215,14 @@ impl Error {
         }
     }
 
-    /// Whether the Redis URL or connection settings were unusable.
+    /// Whether the Redis URL or connection settings were unusable: [`Error::InvalidAddress`],
+    /// or settings the `redis` crate refused (such as TLS settings it cannot use).
     pub fn is_bad_target(&self) -> bool {
-        matches!(self, Error::Redis(e) if e.kind() == redis::ErrorKind::InvalidClientConfig)
+        match self {
+            Error::InvalidAddress { .. } => true,
+            Error::Redis(e) => e.kind() == redis::ErrorKind::InvalidClientConfig,
+            _ => false,
+        }
     }
 
     pub(crate) fn from_redis(err: redis::RedisError, name: &str) -> Error {
@@ -225,6 +244,11 @@ impl fmt::Display for Error {
             Error::InvalidOption { option, reason } => {
                 write!(f, "invalid option `{option}`: {reason}")
             }
+            Error::InvalidAddress {
+                of,
+                reason,
+                expected,
+            } => write!(f, "invalid address of {of}: {reason}; expected {expected}"),
             Error::Held {
                 name,
                 remaining: Some(left),

@@ -8,26 +8,29 @@ use std::time::Duration;
 use crate::keys::{validate_prefix, LockKeys};
 use crate::{ClientOptions, Lease, Result, SentinelOptions};
 
-/// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with `url`
-/// and `options` before it connects.
+/// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with the
+/// URL of one server and `options` before it connects.
 pub fn open_single(url: &str, options: &ClientOptions) -> Result<()> {
     crate::transport::single_server(url, options).map(drop)
 }
 
-/// What [`Client::connect_redlock_with_options`](crate::Client::connect_redlock_with_options)
-/// does with `masters` and `options` before it connects.
+/// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with
+/// [`Deployment::redlock`](crate::Deployment::redlock)`(masters)` and `options` before it
+/// connects.
 pub fn open_redlock(masters: &[&str], options: &ClientOptions) -> Result<()> {
     crate::connect::redlock::master_servers(masters.iter().copied(), options).map(drop)
 }
 
-/// What [`Client::connect_cluster_with_options`](crate::Client::connect_cluster_with_options)
-/// does with `nodes` and `options` before it connects.
+/// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with
+/// [`Deployment::cluster`](crate::Deployment::cluster)`(nodes)` and `options` before it
+/// connects.
 pub fn open_cluster(nodes: &[&str], options: &ClientOptions) -> Result<()> {
     crate::transport::cluster::cluster_nodes(nodes.iter().copied(), options).map(drop)
 }
 
-/// What [`Client::connect_sentinel_with_options`](crate::Client::connect_sentinel_with_options)
-/// does with its arguments before it connects.
+/// What [`Client::connect_with_options`](crate::Client::connect_with_options) does with a
+/// [`Deployment::sentinel`](crate::Deployment::sentinel) and its
+/// [`SentinelOptions`](crate::SentinelOptions) before it connects.
 pub fn open_sentinel(
     sentinels: &[&str],
     service_name: &str,

@@ -49,6 +49,35 @@ pub use transport::sentinel::SentinelOptions;
 
 /// Long-form documentation that belongs to no single type.
 pub mod topics {
+    /// Every variant of [`Error`](crate::Error): what it means, whether to retry, and what to
+    /// do.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/errors.md")]
+    pub mod errors {}
+
+    /// Every option of the client and of each lock: its default, its range and its
+    /// trade-off.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/configuration.md")]
+    pub mod configuration {}
+
+    /// A lock that is never free, waiters that wake late, lost leases, error replies from
+    /// Redis, each with the command that shows its cause; and the caveats to know.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/troubleshooting.md")]
+    pub mod troubleshooting {}
+
+    /// Managed and compatible servers (ElastiCache, MemoryDB, Memorystore, Azure Managed
+    /// Redis, Dragonfly): what to connect with and what to set, as their providers document
+    /// it.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/servers.md")]
+    pub mod servers {}
+
     /// TLS, an ACL user with only the commands fencelock sends, and how tokens, names and
     /// scripts are kept apart.
     ///

@@ -118,6 +118,8 @@ impl Drift {
 /// Settings of a [`Client`](crate::Client).
 ///
 /// Built with consuming setters; each documents its default.
+/// [`topics::configuration`](crate::topics::configuration) lists every option of the client
+/// and of each lock, with its default, its range and its trade-off.
 ///
 /// # Examples
 ///
@@ -365,7 +367,7 @@ impl ClientOptions {
     }
 
     /// A label stored with every lock this client holds, shown to operators inspecting locks
-    /// (for example `host:pid`). Default: empty, which stores nothing. It must not contain `:`.
+    /// (for example `host/pid`). Default: empty, which stores nothing. It must not contain `:`.
     pub fn holder_label(mut self, label: impl Into<String>) -> Self {
         self.holder_label = label.into();
         self
@@ -388,14 +390,14 @@ impl ClientOptions {
         self
     }
 
-    /// How long each node of a RedLock client ([`Client::connect_redlock`]) is given to answer
+    /// How long each node of a RedLock client ([`Deployment::redlock`]) is given to answer
     /// one request before its vote is counted as lost. Default: 250 ms.
     ///
     /// Keep it well below the lease: a request waits for the slowest node that answers within
     /// this time, so it bounds how long a node that is paused or cut off delays an acquire.
     /// Single-node clients use [`response_timeout`](ClientOptions::response_timeout) instead.
     ///
-    /// [`Client::connect_redlock`]: crate::Client::connect_redlock
+    /// [`Deployment::redlock`]: crate::Deployment::redlock
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self

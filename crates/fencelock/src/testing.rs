@@ -54,3 +54,12 @@ pub(crate) async fn announced_on<F: std::future::Future>(
 async fn futures_next<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
+
+/// A key's time to live, in ms.
+pub(crate) async fn pttl(c: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("pttl")
+}

@@ -13,8 +13,8 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 use crate::client::Client;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::connection_info;
 use crate::transport::sentinel::SentinelOptions;
+use crate::transport::{connection_info, Role};
 
 /// Where a client's locks live: one Redis server, a Sentinel deployment, a Redis Cluster, or
 /// several independent masters for RedLock. Every lock works the same way on each; which
@@ -64,8 +64,8 @@ impl Deployment {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when the address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when the address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -76,18 +76,26 @@ impl Deployment {
     /// ```
     pub fn server(address: impl IntoConnectionInfo) -> Result<Deployment> {
         Ok(Deployment {
-            nodes: Nodes::Server(parse(address)?),
+            nodes: Nodes::Server(connection_info(address, Role::Server)?),
         })
     }
 
     /// A Sentinel deployment: the sentinels' addresses, and the name of the service whose
-    /// master holds the locks. The client follows that master across failovers, waiters
-    /// included.
+    /// master holds the locks.
+    ///
+    /// The client asks the sentinels (the first that answers) for the master of `service` and
+    /// sends every lock command to it. When a command finds the master unreachable or demoted,
+    /// or a sentinel announces a new master, the client asks again and further commands go to
+    /// the new master; the lock commands that can be resent safely (acquire and release,
+    /// idempotent by owner token) are resent, other operations return an error for which
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable) is true. Waiters subscribe on
+    /// the master too and follow it the same way. See
+    /// [following failovers](crate::SentinelOptions#following-failovers) for the details.
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -99,7 +107,7 @@ impl Deployment {
     {
         Ok(Deployment {
             nodes: Nodes::Sentinel {
-                sentinels: parse_all(sentinels)?,
+                sentinels: parse_all(sentinels, Role::Sentinel)?,
                 service: service.to_owned(),
                 options: SentinelOptions::default(),
             },
@@ -120,14 +128,24 @@ impl Deployment {
         self
     }
 
-    /// A Redis Cluster: the addresses of some of its nodes (one that answers is enough). Every
-    /// kind of lock runs on the master of its name's slot; releases are announced with sharded
-    /// pub/sub where the masters have it.
+    /// A Redis Cluster: the addresses of some of its nodes (one that answers is enough), from
+    /// which the client learns the others and the slots each serves. Credentials and TLS come
+    /// from the first node's URL and apply to every node.
+    ///
+    /// Every kind of lock works as on one server: a name's keys share its hash tag, so each
+    /// operation is one script on the master of the name's slot. The client follows `MOVED`
+    /// and `ASK` redirections, so locks survive slot migrations and failovers; waiters
+    /// subscribe with sharded pub/sub (`SSUBSCRIBE`) on the master of each name. On Redis 6.2,
+    /// which has no sharded pub/sub, releases are announced with `PUBLISH`, which the cluster
+    /// broadcasts to every node (see
+    /// [`DeploymentWarning::BroadcastReleases`](crate::DeploymentWarning::BroadcastReleases)).
+    /// A [`MultiMutex`](crate::MultiMutex) over names of several slots is refused, and the
+    /// batch renewal sends one script per slot.
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -138,20 +156,28 @@ impl Deployment {
         I::Item: IntoConnectionInfo,
     {
         Ok(Deployment {
-            nodes: Nodes::Cluster(parse_all(nodes)?),
+            nodes: Nodes::Cluster(parse_all(nodes, Role::Node)?),
         })
     }
 
-    /// Independent Redis masters (3 or 5 usually) for RedLock: a lock is held when a majority
-    /// granted it. Only [`Mutex`](crate::Mutex) runs on several masters.
+    /// Independent Redis masters for RedLock: a lock is held when a majority granted it
+    /// within its lease.
+    ///
+    /// The masters must be independent: not replicas of each other, not nodes of one cluster.
+    /// Use an odd number, 3 or 5: a lock needs a majority, so 5 masters survive 2 failures.
+    /// Each master is sent one `PING` when the client is built, waiting at most the
+    /// [`node_timeout`](crate::ClientOptions::node_timeout): a master that refuses the
+    /// credentials fails the connect, and one that is down costs that wait and its vote,
+    /// nothing else. Only [`Mutex`](crate::Mutex) runs on several masters: the other kinds and
+    /// the inspection calls return [`Error::Unsupported`](crate::Error::Unsupported).
     ///
     #[doc = include_str!("../../docs/rustdoc-links.md")]
     #[doc = include_str!("../../docs/redlock.md")]
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     ///
     /// # Examples
     ///
@@ -162,7 +188,7 @@ impl Deployment {
         I::Item: IntoConnectionInfo,
     {
         Ok(Deployment {
-            nodes: Nodes::RedLock(parse_all(masters)?),
+            nodes: Nodes::RedLock(parse_all(masters, Role::Master)?),
         })
     }
 }
@@ -173,8 +199,8 @@ pub trait IntoDeployment: sealed::Sealed {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target)).
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected.
     fn into_deployment(self) -> Result<Deployment>;
 }
 
@@ -247,8 +273,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when an address does not parse
-    /// ([`Error::is_bad_target`](crate::Error::is_bad_target));
+    /// [`Error::InvalidAddress`](crate::Error::InvalidAddress) when an address does not
+    /// parse, saying what is expected;
     /// [`Error::InvalidOption`](crate::Error::InvalidOption) for an option out of range, or a
     /// deployment without any address; [`Error::Redis`](crate::Error::Redis) when Redis cannot
     /// be reached, or refuses the credentials or requires a password the URL lacks (which
@@ -296,14 +322,13 @@ impl Client {
     }
 }
 
-fn parse(address: impl IntoConnectionInfo) -> Result<ConnectionInfo> {
-    connection_info(address)
-}
-
-fn parse_all<I>(addresses: I) -> Result<Vec<ConnectionInfo>>
+fn parse_all<I>(addresses: I, role: Role) -> Result<Vec<ConnectionInfo>>
 where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    addresses.into_iter().map(parse).collect()
+    addresses
+        .into_iter()
+        .map(|address| connection_info(address, role))
+        .collect()
 }

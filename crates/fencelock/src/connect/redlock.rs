@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::transport::conn::Conn;
 use crate::transport::server::{self, Server};
-use crate::transport::{addresses, check_access};
+use crate::transport::{addresses, check_access, Role};
 
 /// Connects to each of the `masters`; one that is down costs one vote per request, no error.
 pub(super) async fn connect(
@@ -58,8 +58,8 @@ async fn oldest_master(nodes: &[Conn], node_timeout: Duration) -> Result<Option<
     Ok(server::oldest(servers))
 }
 
-/// The client of each master, with the options checked: all that
-/// [`Client::connect_redlock_with_options`] does before it makes connections.
+/// The client of each master, with the options checked: all that connecting to
+/// [`Deployment::redlock`](crate::Deployment::redlock) does before it makes connections.
 pub(crate) fn master_servers<I, T>(
     masters: I,
     options: &ClientOptions,
@@ -68,7 +68,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    let masters = addresses(masters, options, "masters", "master")?;
+    let masters = addresses(masters, options, Role::Master)?;
     if options.replica_ack.is_some() {
         // Each master's replicas are its own business: RedLock's answer to losing a master
         // is the majority, not replication.

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::core::held::{first_fence, release_of, Held};
 use crate::core::kind::Kind;
 use crate::core::lease::{valid_until, LeaseState};
-use crate::core::nodes::Acquired;
+use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter};
 use crate::core::observe::{Acquiring, Hold};
 use crate::error::{Error, Result};
@@ -91,7 +91,7 @@ async fn wait_for_grant<K: Kind>(
         found_held = true;
         Waiters::register(grant.as_ref(), target).await
     };
-    let mut woken_by = None;
+    let mut woken_by: Option<&Waiter> = None;
     loop {
         let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
@@ -121,7 +121,23 @@ async fn wait_for_grant<K: Kind>(
             shared.holds.shutting_down().await;
             Err(Error::Shutdown)
         });
-        woken_by = race::first([woken as Branch<'_, _>, shut_down]).await?;
+        match race::first([woken as Branch<'_, _>, shut_down]).await? {
+            // A release granted this waiter the lock: its lease began after the last
+            // refusal, so its validity counts from that refusal's send. A waiter stalled
+            // past that validity asks again instead: its grant is answered once more, with a
+            // lease counted from the new request.
+            Some((_, Some(fence))) => {
+                let lock = grant.lock();
+                if let Some(sent_at) = attempt.refused_at.filter(|&sent_at| {
+                    valid_until(sent_at, lock.lease.duration(), shared.options.drift)
+                        > Instant::now()
+                }) {
+                    return attempt.hold(vec![Fence::new(fence)], sent_at).await;
+                }
+            }
+            Some((waiter, _)) => woken_by = Some(waiter),
+            None => {}
+        }
     }
 }
 
@@ -153,32 +169,28 @@ impl Waiters {
         }
     }
 
-    /// Completes when a release is announced on any channel, with the registration woken.
-    async fn woken(&self) -> Option<&Waiter> {
+    /// Completes when a release is announced on any channel, with the registration woken and
+    /// the fence of the lock when the release granted it to this waiter.
+    async fn woken(&self) -> Option<(&Waiter, Option<u64>)> {
         let Some(first) = &self.first else {
             return std::future::pending().await;
         };
         if self.more.is_empty() {
-            first.woken().await;
-            return Some(first);
+            let granted = first.woken().await;
+            return Some((first, granted));
         }
         let mut pending: Vec<_> = std::iter::once(first)
             .chain(&self.more)
-            .map(|waiter| {
-                Box::pin(async move {
-                    waiter.woken().await;
-                    waiter
-                })
-            })
+            .map(|waiter| Box::pin(async move { (waiter, waiter.woken().await) }))
             .collect();
         poll_fn(|cx| {
             pending
                 .iter_mut()
                 .find_map(|woken| match woken.as_mut().poll(cx) {
-                    Poll::Ready(waiter) => Some(waiter),
+                    Poll::Ready(woke) => Some(woke),
                     Poll::Pending => None,
                 })
-                .map_or(Poll::Pending, |waiter| Poll::Ready(Some(waiter)))
+                .map_or(Poll::Pending, |woke| Poll::Ready(Some(woke)))
         })
         .await
     }
@@ -244,8 +256,10 @@ struct Attempt<'a, K: Kind> {
     armed: bool,
     /// Whether the caller waits when refused (and may take a place among the waiters).
     waits: bool,
-    /// Whether Redis refused this token before (it may keep a place among the waiters).
-    refused: bool,
+    /// When the last request Redis refused was sent, if one was: it may keep a place among
+    /// the waiters, which a release can grant the lock to. Such a grant's lease starts after
+    /// that refusal, so its validity counts from there.
+    refused_at: Option<Instant>,
 }
 
 impl<'a, K: Kind> Attempt<'a, K> {
@@ -260,7 +274,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             token: OwnerToken::of_client(&shared.id)?,
             armed: false,
             waits,
-            refused: false,
+            refused_at: None,
         })
     }
 
@@ -270,7 +284,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
     async fn send(&mut self) -> Result<Reply> {
         let grant = self.grant.as_ref();
         let lock = grant.lock();
-        let invocation = grant.acquire(&self.token, self.waits, self.refused);
+        let invocation = grant.acquire(&self.token, self.waits, self.refused_at.is_some());
         // From the first send on, a grant may exist whether or not its reply arrives.
         self.armed = true;
         let (lease, drift) = (lock.lease.duration(), lock.shared.options.drift);
@@ -279,7 +293,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             .shared
             .nodes
             .acquire(
-                &Arc::new(invocation),
+                &Request::from(invocation),
                 |fence| grant.raise_fence(token, fence),
                 |sent_at| valid_until(sent_at, lease, drift),
                 &lock.name,
@@ -288,17 +302,17 @@ impl<'a, K: Kind> Attempt<'a, K> {
         if outcome.spent {
             lock.shared.keeper.release(release_of(grant, &self.token));
             self.token = OwnerToken::of_client(&lock.shared.id)?;
-            self.refused = false;
+            self.refused_at = None;
             self.armed = false;
         }
         match outcome.decided? {
             Acquired::Granted { fences, sent_at } => Ok(Reply::Granted { fences, sent_at }),
-            Acquired::Refused { remaining } => {
+            Acquired::Refused { remaining, sent_at } => {
                 if !outcome.spent {
                     // Others hold it, so nothing is stored under our token, unless the
                     // attempt took a place in a line.
                     self.armed = self.waits && grant.keeps_place_while_waiting();
-                    self.refused = true;
+                    self.refused_at = Some(sent_at);
                 }
                 Ok(Reply::Held { remaining })
             }
@@ -371,7 +385,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
         if lock
             .shared
             .nodes
-            .owned(&Arc::new(release), &lock.name, || true)
+            .owned(&Request::from(release), &lock.name, || true)
             .await
             .is_ok()
         {
@@ -386,7 +400,6 @@ impl<'a, K: Kind> Attempt<'a, K> {
         let lock = grant.lock();
         let lease = Arc::new(LeaseState::new(
             lock.lease.duration(),
-            lock.lease_ms,
             lock.shared.options.drift,
             sent_at,
             Hold::granted(&lock.name, K::NAME, first_fence(&fences)),

@@ -94,7 +94,7 @@ impl<K: ?Sized + Grant> Guard<K> {
     /// Pass it to what the lock protects, so that it can refuse a write from a holder that
     /// lost the lock without knowing (a process paused past its lease). A grant of several
     /// names ([`MultiMutexGuard`](crate::MultiMutexGuard)) gives the first name's here, and
-    /// each name's in its `fences`.
+    /// each name's in its [`fences`](Guard::fences) and [`fence_of`](Guard::fence_of).
     pub fn fence(&self) -> Fence {
         self.held.fence()
     }
@@ -219,8 +219,8 @@ impl<K: ?Sized + Grant> Guard<K> {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: if the future is dropped before Redis answered, the lock is released
-    /// in the background at once, as for a dropped guard, instead of being kept until `at`.
+    /// Cancel safe: the request is handed to the client's background task when this is
+    /// called, so a dropped future, polled or not, leaves the lock to end at `at` all the same.
     ///
     /// # Examples
     ///
@@ -242,8 +242,11 @@ impl<K: ?Sized + Grant> Guard<K> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn unlock_no_earlier_than(self, at: Instant) -> Result<()> {
-        self.held.unlock_no_earlier_than(at).await
+    pub fn unlock_no_earlier_than(
+        self,
+        at: Instant,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.held.unlock_no_earlier_than(at)
     }
 
     /// Runs `work` while the lock is held, then releases it: `work` gets the grant's fence,

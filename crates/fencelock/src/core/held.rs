@@ -6,12 +6,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::core::holds::Release;
 use crate::core::kind::Grant;
 use crate::core::lease::{LeaseState, Lost};
-use crate::core::nodes::Owned;
+use crate::core::nodes::{Owned, Request};
 use crate::core::observe;
 use crate::error::{Error, Result};
 use crate::options::{lease_millis, MIN_LEASE};
@@ -102,43 +103,20 @@ impl<K: ?Sized + Grant> Held<K> {
     }
 
     pub(crate) async fn extend(&self, lease: Duration) -> Result<()> {
-        let extended = self.send_extend(lease, Extension::AtLeast);
+        let extended = send_extend(
+            self.grant.as_ref(),
+            &self.token,
+            &self.lease,
+            lease,
+            Extension::AtLeast,
+        );
         observe::extension(self.lease.hold(), || self.lease.is_lost(), extended).await
-    }
-
-    async fn send_extend(&self, lease: Duration, how: Extension) -> Result<()> {
-        let lease_ms = lease_millis(lease)?;
-        let lock = self.grant.lock();
-        if lock.shared.holds.is_shut_down() {
-            return Err(Error::Shutdown);
-        }
-        let mut invocation = self.grant.extend(&self.token, lease_ms);
-        if how == Extension::Exactly {
-            invocation.arg("exactly");
-        }
-        let sent_at = Instant::now();
-        match lock
-            .shared
-            .nodes
-            .owned(&Arc::new(invocation), &lock.name, || false)
-            .await?
-        {
-            Owned::Done if self.lease.renewed(sent_at, lease) => Ok(()),
-            Owned::Done => Err(self.not_held()),
-            Owned::NotHeld => Err(self.revoked()),
-            Owned::Unknown { answered } => Err(Error::NoQuorum {
-                name: lock.name.clone(),
-                answered,
-                needed: lock.shared.nodes.majority(),
-            }),
-        }
     }
 
     /// For a reply saying that Redis no longer holds this grant: fires the lost signal and
     /// returns the error to report.
     pub(crate) fn revoked(&self) -> Error {
-        self.lease.mark_lost(Lost::Revoked);
-        self.not_held()
+        revoked(self.grant.as_ref(), &self.lease)
     }
 
     /// Releases, resending when Redis does not answer. If a resend finds nothing held while
@@ -164,7 +142,7 @@ impl<K: ?Sized + Grant> Held<K> {
         let owned = lock
             .shared
             .nodes
-            .owned(&Arc::new(invocation), &lock.name, || {
+            .owned(&Request::from(invocation), &lock.name, || {
                 Instant::now() < deadline
             })
             .await?;
@@ -199,24 +177,59 @@ impl<K: ?Sized + Grant> Held<K> {
     /// Releases so that the lock is not free before `at`: when `at` is still ahead, the
     /// grant's lease is set to end at `at` (owner-checked, as an extension) and renewal stops,
     /// instead of deleting it; otherwise a plain [`unlock`](Held::unlock).
-    pub(crate) async fn unlock_no_earlier_than(self, at: std::time::Instant) -> Result<()> {
+    ///
+    /// Not an `async fn`: the request is handed to the client's background task when this is
+    /// called, so that dropping the future, polled or not, leaves the lock to end at `at` as
+    /// awaiting it would (a dropped `async fn` future would drop the guard, whose drop frees
+    /// the lock at once).
+    pub(crate) fn unlock_no_earlier_than(
+        self,
+        at: std::time::Instant,
+    ) -> impl Future<Output = Result<()>> + Send + 'static
+    where
+        K: Send + Sync,
+    {
         let left = at.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return self.unlock().await;
+        let later = if left.is_zero() {
+            Later::Now(self)
+        } else {
+            let lease = Arc::clone(&self.lease);
+            Later::Kept(lease, self.keep_for(left.max(MIN_LEASE)))
+        };
+        async move {
+            match later {
+                Later::Now(held) => held.unlock().await,
+                Later::Kept(lease, answer) => {
+                    // No answer: the background task stopped with the client's shutdown.
+                    let answered = async { answer.await.unwrap_or(Err(Error::Shutdown)) };
+                    observe::release(lease.hold(), answered).await
+                }
+            }
         }
-        let lease = Arc::clone(&self.lease);
-        observe::release(lease.hold(), self.keep_for(left.max(MIN_LEASE))).await
     }
 
-    async fn keep_for(mut self, left: Duration) -> Result<()> {
+    /// Sends, from the client's background task, the extension that sets the grant's lease
+    /// to end `left` from now, and returns where its answer will come. The guard is given up
+    /// here and claims nothing afterwards, so the lease may end sooner than it would have: at
+    /// `left`, not at the end of a longer lease. Whatever the answer, no release may follow,
+    /// neither the drop's nor a shutdown's: it would free the lock before `left` ends.
+    /// Unanswered, the lock ends with its lease.
+    fn keep_for(mut self, left: Duration) -> oneshot::Receiver<Result<()>> {
         self.stop_renewing();
-        // The guard is given up here and claims nothing afterwards, so the lease may end
-        // sooner than it would have: at `left`, not at the end of a longer lease.
-        let kept = self.send_extend(left, Extension::Exactly).await;
-        // Whatever the answer, no release may follow, neither the drop's nor a shutdown's:
-        // it would free the lock before `left` ends. Unanswered, the lock ends with its lease.
         self.end_hold();
-        kept
+        let (answer, answered) = oneshot::channel();
+        let grant = Arc::clone(&self.grant);
+        let token = self.token.clone();
+        let lease = Arc::clone(&self.lease);
+        let keep: Release = Box::pin(async move {
+            let kept = send_extend(grant.as_ref(), &token, &lease, left, Extension::Exactly);
+            let kept = kept.await;
+            let reached = !kept.as_ref().is_err_and(Error::is_unavailable);
+            let _ = answer.send(kept);
+            reached
+        });
+        self.grant.lock().shared.keeper.release(keep);
+        answered
     }
 
     /// Nothing is left to release, by the guard's drop or by a shutdown. Until then the hold
@@ -235,9 +248,64 @@ impl<K: ?Sized + Grant> Held<K> {
     }
 
     fn not_held(&self) -> Error {
-        Error::NotHeld {
-            name: self.grant.lock().name.clone(),
-        }
+        not_held(self.grant.as_ref())
+    }
+}
+
+/// What [`Held::unlock_no_earlier_than`] does: release now, or keep the lock until a point
+/// and wait for that request's answer.
+enum Later<K: ?Sized + Grant> {
+    Now(Held<K>),
+    Kept(Arc<LeaseState>, oneshot::Receiver<Result<()>>),
+}
+
+/// Extends the grant of `token` to at least (or, `Exactly`, to) `lease` from now,
+/// owner-checked on the nodes, and moves the guard's deadline on a confirmed reply.
+async fn send_extend<K: ?Sized + Grant>(
+    grant: &K,
+    token: &OwnerToken,
+    state: &LeaseState,
+    lease: Duration,
+    how: Extension,
+) -> Result<()> {
+    let lease_ms = lease_millis(lease)?;
+    let lock = grant.lock();
+    if lock.shared.holds.is_shut_down() {
+        return Err(Error::Shutdown);
+    }
+    let mut invocation = grant.extend(token, lease_ms);
+    if how == Extension::Exactly {
+        // Every extend script reads a last argument `exactly` as leave to shorten.
+        invocation.arg("exactly");
+    }
+    let sent_at = Instant::now();
+    match lock
+        .shared
+        .nodes
+        .owned(&Request::from(invocation), &lock.name, || false)
+        .await?
+    {
+        Owned::Done if state.renewed(sent_at, lease) => Ok(()),
+        Owned::Done => Err(not_held(grant)),
+        Owned::NotHeld => Err(revoked(grant, state)),
+        Owned::Unknown { answered } => Err(Error::NoQuorum {
+            name: lock.name.clone(),
+            answered,
+            needed: lock.shared.nodes.majority(),
+        }),
+    }
+}
+
+/// For a reply saying that Redis no longer holds a grant: fires its lost signal and returns
+/// the error to report.
+fn revoked<K: ?Sized + Grant>(grant: &K, state: &LeaseState) -> Error {
+    state.mark_lost(Lost::Revoked);
+    not_held(grant)
+}
+
+fn not_held<K: ?Sized + Grant>(grant: &K) -> Error {
+    Error::NotHeld {
+        name: grant.lock().name.clone(),
     }
 }
 

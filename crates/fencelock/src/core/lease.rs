@@ -52,7 +52,6 @@ static NEXT_LEASE_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct LeaseState {
     id: u64,
     lease: Duration,
-    lease_ms: u64,
     drift: Drift,
     deadline: StdMutex<Instant>,
     lost: CancellationToken,
@@ -63,17 +62,10 @@ pub(crate) struct LeaseState {
 impl LeaseState {
     /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
     /// send, not the reply: the server started the lease no earlier than that.
-    pub(crate) fn new(
-        lease: Duration,
-        lease_ms: u64,
-        drift: Drift,
-        sent_at: Instant,
-        hold: Hold,
-    ) -> Self {
+    pub(crate) fn new(lease: Duration, drift: Drift, sent_at: Instant, hold: Hold) -> Self {
         LeaseState {
             id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
             lease,
-            lease_ms,
             drift,
             deadline: StdMutex::new(valid_until(sent_at, lease, drift)),
             lost: CancellationToken::new(),
@@ -90,10 +82,6 @@ impl LeaseState {
         self.lease
     }
 
-    pub(crate) fn lease_ms(&self) -> u64 {
-        self.lease_ms
-    }
-
     /// The grant as observability reports it.
     pub(crate) fn hold(&self) -> &Hold {
         &self.hold
@@ -105,7 +93,7 @@ impl LeaseState {
 
     /// Held as far as this process can tell: not lost, and inside the validity deadline.
     pub(crate) fn is_held(&self) -> bool {
-        !self.lost.is_cancelled() && Instant::now() < self.deadline()
+        !self.is_lost() && Instant::now() < self.deadline()
     }
 
     /// Records a renewal (or extension) to `lease` sent at `sent_at` that Redis confirmed.
@@ -116,16 +104,22 @@ impl LeaseState {
     /// lease (extensions, renewals and resent grants only lengthen it): Redis's expiry is at
     /// least every deadline a confirmation gave, whatever order they were sent and answered in.
     pub(crate) fn renewed(&self, sent_at: Instant, lease: Duration) -> bool {
+        self.renewed_until(Instant::now(), valid_until(sent_at, lease, self.drift))
+    }
+
+    /// [`renewed`](LeaseState::renewed), confirmed at `now`, to a validity `valid` the caller
+    /// computed (once for a batch of leases of one length).
+    pub(crate) fn renewed_until(&self, now: Instant, valid: Instant) -> bool {
         let mut deadline = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
-        if self.lost.is_cancelled() {
+        if self.is_lost() {
             return false;
         }
-        if Instant::now() >= *deadline {
+        if now >= *deadline {
             drop(deadline);
             self.mark_lost(Lost::Expired);
             return false;
         }
-        *deadline = (*deadline).max(valid_until(sent_at, lease, self.drift));
+        *deadline = (*deadline).max(valid);
         true
     }
 
@@ -144,8 +138,10 @@ impl LeaseState {
         self.lost.cancel();
     }
 
+    /// Whether the lost signal fired: its reason is set first, so reading it is enough (and
+    /// cheaper than asking the signal, which renewals do for every lease).
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.reason.get().is_some()
     }
 
     /// Completes when the lease is lost: revoked, or past its deadline without renewal.

@@ -4,8 +4,8 @@
 //! a kind describes itself through [`kind::Kind`].
 //!
 //! Within the core, modules depend on each other in one direction only, lowest first:
-//! `observe`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`, `grant`,
-//! `guard`.
+//! `observe`, `stored`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`,
+//! `grant`, `guard` (`cargo xtask layers` refuses a circle).
 
 pub(crate) mod grant;
 pub(crate) mod guard;

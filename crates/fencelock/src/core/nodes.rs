@@ -40,8 +40,47 @@ pub(crate) struct Nodes {
     node_timeout: Option<Duration>,
 }
 
-/// A script invocation to send to every node: shared by the tasks that send it.
-pub(crate) type Request = Arc<ScriptInvocation<'static>>;
+/// A request to send to every node, shared by the tasks that send it: a script invocation, or
+/// an `EVALSHA` built ahead (the batch renewal writes its many arguments straight into one
+/// command), loaded on a node that answers `NOSCRIPT`.
+#[derive(Clone)]
+pub(crate) struct Request(Arc<Sendable>);
+
+enum Sendable {
+    Script(ScriptInvocation<'static>),
+    Evalsha {
+        command: redis::Cmd,
+        script: &'static redis::Script,
+    },
+}
+
+impl Request {
+    /// An `EVALSHA` of `script`, its hash, key count, keys and arguments written already.
+    pub(crate) fn evalsha(command: redis::Cmd, script: &'static redis::Script) -> Request {
+        Request(Arc::new(Sendable::Evalsha { command, script }))
+    }
+
+    async fn invoke<T: FromRedisValue>(&self, conn: &mut Conn) -> redis::RedisResult<T> {
+        match self.0.as_ref() {
+            Sendable::Script(invocation) => invocation.invoke_async(conn).await,
+            Sendable::Evalsha { command, script } => match command.query_async(conn).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script.prepare_invoke().load_async(conn).await?;
+                    command.query_async(conn).await
+                }
+                reply => reply,
+            },
+        }
+    }
+}
+
+impl From<ScriptInvocation<'static>> for Request {
+    fn from(invocation: ScriptInvocation<'static>) -> Request {
+        Request(Arc::new(Sendable::Script(invocation)))
+    }
+}
 
 /// One node's answer to a request: `None` when it was not heard before the question was
 /// settled (or within the node timeout), else its reply or its error.
@@ -55,8 +94,12 @@ pub(crate) enum Acquired {
         fences: Vec<Fence>,
         sent_at: Instant,
     },
-    /// Held by others, for `remaining` at least when the holders said.
-    Refused { remaining: Option<Duration> },
+    /// Held by others, for `remaining` at least when the holders said; `sent_at`, when the
+    /// refused request was sent, is before any grant that comes later.
+    Refused {
+        remaining: Option<Duration>,
+        sent_at: Instant,
+    },
 }
 
 /// An acquire request's outcome: what it decided, and whether it left grants that do not count
@@ -134,8 +177,8 @@ impl Nodes {
     }
 
     /// Whether a waiter's place in line means something: only where one node keeps the line.
-    /// Independent masters would each wake their own first waiter and keep the lock for
-    /// different ones, so that none of them reaches a majority.
+    /// Independent masters would each grant the lock to their own first waiter, each maybe
+    /// a different one, so that none of them reaches a majority.
     pub(crate) fn keep_waiters_in_line(&self) -> bool {
         self.conns.len() == 1
     }
@@ -175,7 +218,7 @@ impl Nodes {
         // A refusal decided before every node answered: a node not heard from may still
         // grant the request, and nothing else would release that grant.
         let unheard = sent.answers.iter().any(|a| !matches!(a, Some(Ok(_))));
-        let decided = self.refused(sent.answers, grants_count, name);
+        let decided = self.refused(sent.answers, grants_count, sent.at, name);
         Acquisition {
             spent: grants_count > 0 || (unheard && decided.is_ok()),
             decided,
@@ -202,6 +245,7 @@ impl Nodes {
         &self,
         answers: Vec<Answer<Vec<i64>>>,
         grants: usize,
+        sent_at: Instant,
         name: &str,
     ) -> Result<Acquired> {
         let mut refusals = Vec::with_capacity(answers.len());
@@ -221,7 +265,7 @@ impl Nodes {
                 .into_iter()
                 .collect::<Option<Vec<Duration>>>()
                 .and_then(|r| r.into_iter().min());
-            return Ok(Acquired::Refused { remaining });
+            return Ok(Acquired::Refused { remaining, sent_at });
         }
         Err(self.undecided(answers, name))
     }
@@ -254,7 +298,7 @@ impl Nodes {
                 answers.iter().filter(|a| matches!(a, Some(Ok(1)))).count()
             };
             let answers = self
-                .ask::<i64>(&Arc::new(raise(*fence)?), name, |answers, heard| {
+                .ask::<i64>(&Request::from(raise(*fence)?), name, |answers, heard| {
                     self.settles(remembered(answers), heard)
                 })
                 .await;
@@ -300,7 +344,7 @@ impl Nodes {
         name: String,
     ) -> Release {
         let nodes = Arc::clone(self);
-        let release = Arc::new(release);
+        let release = Request::from(release);
         Box::pin(async move {
             let answered = nodes
                 .ask_all::<i64>(&release, &name)
@@ -364,17 +408,17 @@ impl Nodes {
         let named = |reply: redis::RedisResult<T>| reply.map_err(|e| Error::from_redis(e, name));
         if let [conn] = self.conns.as_slice() {
             // One node: its answer decides, with nothing to wait for beside it.
-            let reply = invocation.invoke_async::<T>(&mut conn.clone()).await;
+            let reply = invocation.invoke::<T>(&mut conn.clone()).await;
             return vec![Some(named(reply))];
         }
         let (answered, mut answers_rx) = mpsc::unbounded_channel();
         for (node, conn) in self.conns.iter().enumerate() {
-            let request = Arc::clone(invocation);
+            let request = invocation.clone();
             let mut conn = conn.clone();
             let answered = answered.clone();
             let node_timeout = self.node_timeout;
             tokio::spawn(async move {
-                let reply = request.invoke_async::<T>(&mut conn);
+                let reply = request.invoke::<T>(&mut conn);
                 let answer = match node_timeout {
                     Some(limit) => tokio::time::timeout(limit, reply).await.ok(),
                     None => Some(reply.await),

@@ -10,9 +10,12 @@
 //!   named: one release costs one retry per waiting process, not one per waiting task);
 //! - a decimal number `n`: that many waiters (permits given back to a semaphore);
 //! - `*`: every waiter (a writer left, so every reader may enter);
-//! - `~` and an id: one waiter, once per id (a RedLock release announced by every master);
-//! - anything else: the waiter registered with that token (a fair lock's next in line, or the
-//!   mutex waiter a release chose: one retry in all, however many processes wait).
+//! - `~` and an id: one waiter, once per id (a release that named no waiter, which every master
+//!   of a RedLock client announces);
+//! - anything else: the waiter registered with that token. Followed by a fence, a release
+//!   granted that waiter the lock (a mutex's or a fair lock's handoff, sent on the waiter's
+//!   client's own channel), which its acquire takes at once, with no request of its own; alone,
+//!   it is woken to try again (the first in line of a fair lock an operator freed by force).
 //!
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
@@ -66,9 +69,21 @@ impl Target {
         matches!(self, Target::Any | Target::AnyOrToken(_))
     }
 
-    /// Whether a release addressed to `token` is meant for this waiter.
-    fn addressed_by(&self, token: &[u8]) -> bool {
-        matches!(self, Target::Token(t) | Target::AnyOrToken(t) if t == token)
+    /// Whether a release addressed by `payload` is meant for this waiter: `Some(None)` when
+    /// the payload is its token, `Some(Some(fence))` when it is its token and a fence (a
+    /// release that granted it the lock), `None` when it is meant for another.
+    fn addressed_by(&self, payload: &[u8]) -> Option<Option<u64>> {
+        let (Target::Token(token) | Target::AnyOrToken(token)) = self else {
+            return None;
+        };
+        let rest = payload.strip_prefix(token.as_slice())?;
+        if rest.is_empty() {
+            return Some(None);
+        }
+        if !rest.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(rest).ok()?.parse().ok().map(Some)
     }
 }
 
@@ -96,6 +111,8 @@ struct Slot {
     notify: Arc<Notify>,
     /// Woken, and the wake not yet used.
     woken: bool,
+    /// The fence of the lock a release granted this waiter, until the waiter takes it.
+    granted: Option<u64>,
 }
 
 impl Slot {
@@ -212,6 +229,7 @@ impl Notifier {
                 target,
                 notify: Arc::clone(&notify),
                 woken: false,
+                granted: None,
             });
         let waiter = Waiter {
             notifier: Arc::clone(self),
@@ -257,15 +275,15 @@ impl Notifier {
         }
     }
 
-    fn used_wake(&self, channel: &[u8], id: u64) {
+    /// The waiter used its wake; the fence of the grant it brought, if it brought one.
+    fn used_wake(&self, channel: &[u8], id: u64) -> Option<u64> {
         let mut registry = lock(&self.registry);
-        if let Some(slot) = registry
+        let slot = registry
             .channels
             .get_mut(channel)
-            .and_then(|slots| slots.iter_mut().find(|slot| slot.id == id))
-        {
-            slot.woken = false;
-        }
+            .and_then(|slots| slots.iter_mut().find(|slot| slot.id == id))?;
+        slot.woken = false;
+        slot.granted.take()
     }
 }
 
@@ -301,10 +319,11 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     /// Completes when a release concerning this waiter is announced (or the connection was
-    /// lost). A wake that came while the waiter was busy is kept for it.
-    pub(crate) async fn woken(&self) {
+    /// lost), with the fence of the lock when the release granted it to this waiter. A wake
+    /// that came while the waiter was busy is kept for it.
+    pub(crate) async fn woken(&self) -> Option<u64> {
         self.notify.notified().await;
-        self.notifier.used_wake(&self.channel, self.id);
+        self.notifier.used_wake(&self.channel, self.id)
     }
 }
 
@@ -363,10 +382,14 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
                 .unwrap_or(usize::MAX);
             wake_any(slots, n);
         }
-        token => slots
-            .iter_mut()
-            .filter(|slot| slot.target.addressed_by(token))
-            .for_each(Slot::wake),
+        payload => {
+            for slot in slots.iter_mut() {
+                if let Some(granted) = slot.target.addressed_by(payload) {
+                    slot.granted = slot.granted.or(granted);
+                    slot.wake();
+                }
+            }
+        }
     }
 }
 
@@ -828,6 +851,7 @@ mod tests {
                 target: Target::Any,
                 notify: Arc::clone(notify),
                 woken: false,
+                granted: None,
             })
             .collect();
         registry.channels.insert(channel.to_vec(), slots);

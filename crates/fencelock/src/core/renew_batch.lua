@@ -1,18 +1,21 @@
--- Renews many leases in one call, of any primitive.
--- KEYS[i] a key; ARGV[3i-2] kind, ARGV[3i-1] member, ARGV[3i] lease ms
+-- Renews many leases of one length in one call, of any primitive.
+-- KEYS[i] a key; ARGV[1] the lease ms of every one; ARGV[i + 1] the key's kind
+-- (its first character) followed by its member
 -- Kinds, by how a primitive stores its holders:
 --   'v'  the key's string value starts with member (Mutex, FairMutex)
 --   'h'  the hash has field member (one owner per key)
---   'he' the hash field member holds that holder's expiry in server ms
+--   'e'  the hash field member holds that holder's expiry in server ms
 --        (several holders per key, each with its own lease)
 --   'z'  the sorted set has member, scored by its expiry in server ms
--- For 'he' and 'z' a holder whose own expiry has passed is no longer held,
+-- For 'e' and 'z' a holder whose own expiry has passed is no longer held,
 -- even if no acquire has purged it yet: renewing it would revive a lease
 -- that already ended.
 -- A renewal never shortens a lease: a key, or a holder's expiry, that an
 -- extension moved further stays as it is. A key of several holders expires no
 -- earlier than its longest lease.
--- Returns one entry per key: 1 renewed, 0 no longer held by that member.
+-- Returns one character per key, in the order of KEYS: '1' renewed, '0' no
+-- longer held by that member (one string: a reply of thousands of integers
+-- costs the client more to read).
 -- A key that changed type answers 0 through pcall instead of failing the
 -- whole batch, so one bad key cannot cost every other lease its renewal.
 local now
@@ -30,7 +33,7 @@ local function held(kind, key, member)
     return type(value) == 'string' and string.sub(value, 1, #member) == member
   elseif kind == 'h' then
     return redis.pcall('HEXISTS', key, member) == 1
-  elseif kind == 'he' then
+  elseif kind == 'e' then
     local expiry = redis.pcall('HGET', key, member)
     return type(expiry) == 'string' and (tonumber(expiry) or 0) > server_ms()
   elseif kind == 'z' then
@@ -40,11 +43,12 @@ local function held(kind, key, member)
   return false
 end
 
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  local kind, member, lease = ARGV[3 * i - 2], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  local kind, member = string.sub(ARGV[i + 1], 1, 1), string.sub(ARGV[i + 1], 2)
   if held(kind, key, member) then
-    if kind == 'he' then
+    if kind == 'e' then
       lengthen(key, member, server_ms() + lease)
     elseif kind == 'z' then
       local expiry = server_ms() + lease
@@ -53,9 +57,9 @@ for i, key in ipairs(KEYS) do
       end
     end
     stretch(key, lease)
-    renewed[i] = 1
+    renewed[i] = '1'
   else
-    renewed[i] = 0
+    renewed[i] = '0'
   end
 end
-return renewed
+return table.concat(renewed)

@@ -458,7 +458,7 @@ impl Inner {
     }
 }
 
-/// Reads a stored leader: `token:fence:since:value` (see `lua/election_acquire.lua`).
+/// Reads a stored leader: `token:fence:since:value` (see `election/acquire.lua`).
 fn parse_leader(stored: &[u8]) -> Option<Leader> {
     let mut parts = stored.splitn(4, |&b| b == b':');
     let _token = parts.next()?;

@@ -17,14 +17,14 @@ use crate::core::stored::{LockKind, Shape, Stored};
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::kinds::mutex::{held_value, MutexGrant, VALUE};
+use crate::kinds::mutex::{held_value, place_member, MutexGrant, VALUE};
 use crate::options::{Lease, LockOptions};
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[VALUE, include_str!("fair/release.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/release.lua")]);
+static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
 
 /// Where a fair mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): its holder,
 /// laid out as a mutex's.
@@ -33,7 +33,8 @@ const LOCK_KEY: &str = "fair";
 const PLACES: &str = "fair-places";
 /// The waiters in line, first come first.
 const LINE: &str = "fair-line";
-/// Where releases are announced; a woken waiter is named on `<wake>:<client tag>`.
+/// What every waiter listens on, where inspection counts them; a waiter a release grants the
+/// lock to is told on `<wake>:<client tag>`.
 const WAKE: &str = "fair-wake";
 
 /// What inspection reads of a fair mutex, and its forced release.
@@ -52,13 +53,16 @@ pub(crate) static STORED: Stored = Stored {
 /// longest, across every process that uses the same Redis.
 ///
 /// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
-/// and one more promise: nobody jumps the line. A release wakes only the first waiter, so a
-/// hand-off costs two script calls however many wait. [`try_lock`](FairMutex::try_lock) takes
-/// the lock only when it is free and nobody waits for it.
+/// and one more promise: nobody jumps the line. A release grants the lock, in the same
+/// script, to the first waiter in line and tells only that waiter, so a handoff costs one
+/// script call however many wait; a waiter whose process is gone is skipped at once.
+/// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
+/// it.
 ///
-/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also wakes the waiter
-/// that has waited longest and lets none starve, but promises no order: a request that finds
-/// its lock free (and not kept for a woken waiter) takes it, whoever waits.
+/// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also hands the lock to a
+/// waiter at each release and lets none starve, but promises no order: it serves the waiter
+/// that tried least recently, and a request that finds its lock free (its holder's lease
+/// ended) takes it, whoever waits.
 ///
 /// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
@@ -88,7 +92,7 @@ pub struct FairMutex {
 }
 
 /// Proof of holding a [`FairMutex`]: a [`Guard`](crate::Guard) of a fair mutex. Its drop
-/// wakes the first waiter in line, as its `unlock` does.
+/// hands the lock to the first waiter in line, as its `unlock` does.
 pub type FairMutexGuard = Guard<FairGrant>;
 
 /// A fair mutex's name, keys and settings, computed once per handle: what its grants are of.
@@ -97,10 +101,11 @@ pub struct FairGrant {
     lock_key: Vec<u8>,
     line_key: Vec<u8>,
     places_key: Vec<u8>,
-    /// The name's wake channel: what the scripts are given, and what waiters also listen on.
+    /// The name's wake channel: what the scripts are given, and what waiters also listen on,
+    /// where inspection counts them.
     wake_channel: Vec<u8>,
-    /// This client's own channel of the name, where a release names its woken waiter: Redis
-    /// writes the message to that one client, not to every waiting one.
+    /// This client's own channel of the name, where a release tells a waiter it granted the
+    /// lock to: Redis writes the message to that one client, not to every waiting one.
     waiter_channel: Vec<u8>,
     /// How long a place in line lasts without an attempt, in ms.
     place_ms: u64,
@@ -137,13 +142,15 @@ impl FairMutex {
     /// Waits for the lock, in line behind the waiters that came first, or until the mutex's
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
-    /// The first attempt that finds the lock taken (or free but promised to an earlier
-    /// waiter) puts the caller at the back of the line. A release wakes only the first waiter;
-    /// every waiter also tries again at most every
+    /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
+    /// puts the caller at the back of the line. A release grants the lock to the first waiter
+    /// in line and tells only that one, whose `lock()` then returns without another request;
+    /// a waiter whose process is gone is skipped. Every waiter also tries again at most every
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
-    /// place not kept alive for three fallbacks plus the response timeout (a crashed process)
-    /// is dropped, by the Redis server's clock, and the line moves up. When the holder's lease
-    /// ends without a release, the first waiter takes the lock as soon as it ends.
+    /// place not kept alive for three fallbacks plus the response timeout (a process that
+    /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
+    /// the holder's lease ends without a release, the first attempt that finds the lock free
+    /// gives it to the first waiter in line.
     ///
     /// # Errors
     ///
@@ -155,9 +162,9 @@ impl FairMutex {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. A dropped `lock()` leaves the line in the background; if its request was
-    /// granted without the caller knowing, that grant is released, and the next waiter is
-    /// woken.
+    /// Cancel safe. A dropped `lock()` leaves the line in the background; if it was granted
+    /// the lock without the caller knowing (by its own request, or by a release that handed
+    /// it over), that grant is released, and the lock goes to the next waiter.
     ///
     /// # Examples
     ///
@@ -178,7 +185,7 @@ impl FairMutex {
     ///     // Let each waiter join the line before the next one comes.
     ///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     /// }
-    /// first.unlock().await?; // wakes waiter 0 alone; its release wakes waiter 1, and so on
+    /// first.unlock().await?; // grants it to waiter 0; its release to waiter 1, and so on
     /// for (i, waiter) in waiters.into_iter().enumerate() {
     ///     assert_eq!(waiter.await.expect("task")?, i);
     /// }
@@ -225,9 +232,9 @@ impl FairMutex {
     /// # Errors
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
-    /// its lease still runs, or when the lock is free but promised to the first waiter, with
-    /// the time until that waiter's place ends unless it takes the lock; otherwise as
-    /// [`FairMutex::lock`].
+    /// its lease still runs, or when the lock is free but waiters are in line: the attempt
+    /// then grants it to the first of them, and gives this lock's lease as the time left;
+    /// otherwise as [`FairMutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -332,7 +339,8 @@ impl Kind for FairGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(self.lock.fence_memory_ms());
+            .arg(self.lock.fence_memory_ms())
+            .arg(place_member(token, self.lock.lease_ms, self.lock.label()));
         invocation
     }
 
@@ -365,7 +373,7 @@ mod tests {
     use redis::aio::MultiplexedConnection;
 
     use super::*;
-    use crate::testing::conn;
+    use crate::testing::{announced_on, conn};
 
     const LOCK: &str = "t:{f}:fair";
     const LINE: &str = "t:{f}:fair-line";
@@ -397,9 +405,24 @@ mod tests {
             .arg(token)
             .arg(WAKE)
             .arg(60_000)
+            .arg(place(token))
             .invoke_async(c)
             .await
             .expect("release")
+    }
+
+    /// A release by `token` while its client's channel has a listener, and what it announced.
+    async fn release_heard(server: &RedisServer, token: &'static str, expect: i64) -> Vec<String> {
+        let mut c = conn(server).await;
+        announced_on(server, WAKE, async move {
+            assert_eq!(release(&mut c, token).await, expect, "release by {token}");
+        })
+        .await
+    }
+
+    /// A waiter's place member, as the scripts store it: every test waiter asks for 10 s.
+    fn place(token: &str) -> String {
+        format!("{token}10000")
     }
 
     fn line(server: &RedisServer) -> String {
@@ -421,52 +444,107 @@ mod tests {
             "b keeps its place"
         );
         assert_eq!(acquire(&mut c, "t:", 0).await[0], 0, "no place taken");
-        assert_eq!(line(&server), "b:\nc:");
+        assert_eq!(line(&server), "b:10000\nc:10000");
         let ttl: i64 = server.cli(&["PTTL", PLACES]).parse().expect("pttl");
         assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
 
         assert_eq!(release(&mut c, "b:").await, -1, "b does not hold it");
-        assert_eq!(line(&server), "c:", "but b left the line");
+        assert_eq!(line(&server), "c:10000", "but b left the line");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
-        assert_eq!(line(&server), "c:\nb:", "and joins at the back again");
-        assert_eq!(release(&mut c, "a:").await, 1);
-        // Free, but promised to c: neither b nor a newcomer may take it.
-        let refused = acquire(&mut c, "b:", 5_000).await;
-        assert_eq!(refused[0], 0);
-        assert!(
-            refused[1] > 4_000 && refused[1] <= 5_000,
-            "c's place: {refused:?}"
+        assert_eq!(
+            line(&server),
+            "c:10000\nb:10000",
+            "and joins at the back again"
         );
+
+        // The release grants the lock to c, first in line, and says so to c alone.
+        let heard = release_heard(&server, "a:", 1).await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("c:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("c: and its fence: {payload}"));
+        assert!(fence > granted[1], "fences rise");
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("c:{fence}")));
+        assert_eq!(line(&server), "b:10000");
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0, "held by c");
         assert_eq!(acquire(&mut c, "t:", 0).await[0], 0);
-        let c_grant = acquire(&mut c, "c:", 5_000).await;
-        assert_eq!(c_grant[0], 1);
-        assert!(c_grant[1] > granted[1]);
-        assert_eq!(line(&server), "b:");
-        assert_eq!(release(&mut c, "c:").await, 1);
-        assert_eq!(release(&mut c, "c:").await, 0);
+        assert_eq!(
+            acquire(&mut c, "c:", 5_000).await,
+            [1, fence],
+            "c's next attempt answers its grant"
+        );
+        let heard = release_heard(&server, "c:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
+        assert_eq!(release(&mut c, "c:").await, -1, "b holds it now");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         assert_eq!(line(&server), "");
     }
 
     #[tokio::test]
-    async fn places_that_ran_out_are_dropped_by_the_servers_clock() {
+    async fn waiters_gone_or_out_of_time_are_dropped_and_the_next_served() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         acquire(&mut c, "a:", 5_000).await;
-        acquire(&mut c, "dead:", 5_000).await;
-        acquire(&mut c, "b:", 5_000).await;
-        server.cli(&["ZADD", PLACES, "1", "dead:"]);
-        release(&mut c, "a:").await;
-        // The release dropped the dead waiter and keeps the lock for b, out of the line now.
+        for waiter in ["late:", "gone.1:", "b:"] {
+            assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
+        }
+        // `late:` stopped trying: its place ended by the server's clock; `gone.1:`'s client no
+        // longer listens on its channel (`fair-wake:gone`).
+        server.cli(&["ZADD", PLACES, "1", &place("late:")]);
+        let heard = release_heard(&server, "a:", 1).await;
+        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
         assert_eq!(line(&server), "");
-        assert!(server.cli(&["GET", LOCK]).ends_with(">b:"));
-        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "kept for b");
+        assert!(server.cli(&["GET", LOCK]).starts_with("b:"));
+        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "held by b");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         // A waiter in line without a place is dropped rather than blocking the line.
         acquire(&mut c, "x:", 5_000).await;
-        server.cli(&["ZREM", PLACES, "x:"]);
-        release(&mut c, "b:").await;
+        server.cli(&["ZREM", PLACES, &place("x:")]);
+        assert!(release_heard(&server, "b:", 1).await.is_empty());
         assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[tokio::test]
+    async fn a_forced_release_hands_the_lock_to_the_first_in_line() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        let taken = acquire(&mut c, "a:", 5_000).await;
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0);
+        let mut f = c.clone();
+        let heard = announced_on(&server, WAKE, async move {
+            let (_, value, ..): (i64, Option<String>, i64, Vec<String>, u64) = FORCE
+                .plain()
+                .key(LOCK)
+                .key(LINE)
+                .key(PLACES)
+                .arg(WAKE)
+                .arg(60_000)
+                .invoke_async(&mut f)
+                .await
+                .expect("force");
+            assert!(
+                value.is_some_and(|v| v.starts_with("a:")),
+                "a's hold removed"
+            );
+        })
+        .await;
+        let [payload] = heard.as_slice() else {
+            panic!("one message: {heard:?}");
+        };
+        let fence: i64 = payload
+            .strip_prefix("b:")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("b: and its fence, not its place: {payload}"));
+        assert!(fence > taken[1]);
+        assert!(server
+            .cli(&["GET", LOCK])
+            .starts_with(&format!("b:{fence}")));
+        assert_eq!(acquire(&mut c, "b:", 5_000).await, [1, fence]);
     }
 
     #[tokio::test]

@@ -22,7 +22,7 @@ use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("multi/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[VALUE, include_str!("multi/release.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("multi/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("multi/extend.lua")]);
 
 /// The most names one [`MultiMutex`] locks together.
@@ -38,7 +38,8 @@ const NAMES_SHOWN: usize = 8;
 /// same value), so a multi-lock over `{A, B}` and `client.mutex("A")` exclude each other, and
 /// each name gets its own [`Fence`] from its own sequence. Acquiring is one round trip: one
 /// script reads every name's key and either grants them all or changes nothing. A caller that
-/// waits is woken by a release of any of the names.
+/// waits is woken by a release of any of the names that grants it to nobody else (a release
+/// hands a name to a waiting [`Mutex`](crate::Mutex) of that name first).
 ///
 /// Because every name is taken in one step, two multi-locks over overlapping sets can never
 /// deadlock, whatever order their names are given in: neither ever holds part of its set while
@@ -85,6 +86,8 @@ struct Member {
     name: Vec<u8>,
     display: String,
     lock_key: Vec<u8>,
+    /// The name's Mutex waiters' places, which a release hands the name to first.
+    places_key: Vec<u8>,
     wake_channel: Vec<u8>,
 }
 
@@ -121,6 +124,7 @@ impl MultiMutex {
                 name: name.to_vec(),
                 display,
                 lock_key: keys.key(mutex::LOCK_KEY),
+                places_key: keys.key(mutex::PLACES),
                 wake_channel: keys.key(mutex::WAKE),
             });
             first.get_or_insert(keys);
@@ -362,6 +366,9 @@ impl Kind for MultiGrant {
                 .key(member.lock_key.as_slice())
                 .arg(member.wake_channel.as_slice());
         }
+        for member in &self.members {
+            invocation.key(member.places_key.as_slice());
+        }
         invocation
     }
 
@@ -461,6 +468,8 @@ mod tests {
             .plain()
             .key(A)
             .key(B)
+            .key("t:{a}:mutex-waiters")
+            .key("t:{b}:mutex-waiters")
             .arg(token)
             .arg(60_000)
             .arg("t:{a}:wake")
@@ -651,6 +660,7 @@ mod tests {
                 name: vec![],
                 display: i.to_string(),
                 lock_key: vec![],
+                places_key: vec![],
                 wake_channel: vec![],
             })
             .collect();

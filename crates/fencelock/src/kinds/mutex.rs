@@ -1,10 +1,12 @@
 //! The distributed mutex: one holder at a time per name. Its storage, one key per name:
 //!
 //! - `<prefix>{<name>}:mutex`: held, the holder's token and fence (`value.lua` gives the
-//!   forms); released, the name's last fence, and the woken waiter the lock is kept for;
-//! - `<prefix>{<name>}:mutex-waiters`: the waiters' places, token -> when the place ends;
-//! - releases are announced on `<prefix>{<name>}:wake`, and a woken waiter is named on its
-//!   client's own channel of it, `<prefix>{<name>}:wake:<client tag>`.
+//!   forms); released, the name's last fence;
+//! - `<prefix>{<name>}:mutex-waiters`: the waiters' places (each a token, the lease it asks for
+//!   and its label) -> when the place ends;
+//! - a release that grants the lock to a waiter says so on that waiter's client's own channel,
+//!   `<prefix>{<name>}:wake:<client tag>`; one that grants nobody announces itself on
+//!   `<prefix>{<name>}:wake`.
 //!
 //! A [`MultiMutex`](crate::MultiMutex) and a [`FairMutex`](crate::FairMutex) keep their
 //! values in the same forms, so that every kind of mutex of one name takes fences that rise.
@@ -35,16 +37,17 @@ use crate::transport::script::Lua;
 pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[VALUE, include_str!("mutex/release.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
+static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
 
 /// Where a mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`).
 pub(crate) const LOCK_KEY: &str = "mutex";
 /// The waiters' places: token -> when the place ends.
 pub(crate) const PLACES: &str = "mutex-waiters";
-/// Where releases are announced; a woken waiter is named on `<wake>:<client tag>`.
+/// Where releases that grant nobody are announced; a waiter a release grants the lock to is
+/// told on `<wake>:<client tag>`.
 pub(crate) const WAKE: &str = "wake";
 
 /// What inspection reads of a mutex, and its forced release.
@@ -55,8 +58,18 @@ pub(crate) static STORED: Stored = Stored {
     channels: &[WAKE],
     judge: |name, raw, _| held_value(name, LockKind::Mutex, raw),
     force: &FORCE,
-    force_keys: &[LOCK_KEY],
+    force_keys: &[LOCK_KEY, PLACES],
 };
+
+/// A waiter's place (`mutex/value.lua`): `<token><lease ms>[:<label>]`.
+pub(crate) fn place_member(token: &OwnerToken, lease_ms: u64, label: &str) -> String {
+    let mut member = format!("{}{lease_ms}", token.as_str());
+    if !label.is_empty() {
+        member.push(':');
+        member.push_str(label);
+    }
+    member
+}
 
 /// A value held as a mutex's, with its waiters with a live place; `None` once released (the
 /// name's last fence left behind is no hold).
@@ -70,12 +83,6 @@ pub(crate) fn held_value(name: &[u8], kind: LockKind, raw: &Raw) -> Option<LockI
     Some(info)
 }
 
-/// How long a released lock is kept for the waiter the release woke, in ms: time for the wake
-/// to reach it and its attempt to come back on a loaded machine. A task that asks in that
-/// time (the releaser asking again, a waiter on its timer) waits its turn instead of taking
-/// the lock first; a woken waiter that does not come loses the lock to anyone after it.
-const HANDOFF_MS: u64 = 200;
-
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis.
 ///
@@ -84,9 +91,12 @@ const HANDOFF_MS: u64 = 200;
 /// By default the lease is renewed in the background while the guard lives, so a long critical
 /// section keeps the lock, and a crashed process loses it within one lease. Each grant also
 /// gets a [`Fence`]. A refused waiter takes a place among the lock's waiters, and a release
-/// wakes one of them by a notification addressed to it: a handoff costs one release and one
-/// attempt however many processes wait. The lock is not fair: a newcomer may take a free lock
-/// before the woken waiter does (use [`FairMutex`](crate::FairMutex) for turns in order).
+/// grants the lock, in the same script, to the waiter whose place ends first (the one that
+/// tried least recently) and tells it by a notification addressed to its client: a handoff
+/// costs the release alone however many processes wait. The lock is not fair: a request that
+/// finds the lock free (its holder's lease ended) takes it whoever waits, and waiters are
+/// served by the age of their last attempt, not of their arrival (use
+/// [`FairMutex`](crate::FairMutex) for turns in order).
 ///
 /// Use it to make one instance of a service do a thing at a time. Do not use it where two
 /// holders at once would corrupt data unless the resource also checks the fencing token: a
@@ -122,15 +132,15 @@ pub type MutexGuard = Guard<MutexGrant>;
 /// A mutex's name, keys and settings, computed once per handle: what its grants are of.
 pub struct MutexGrant {
     lock: Lock,
-    /// Held: the holder's token and fence; released: the name's last fence (and the woken
-    /// waiter it is kept for), as `mutex/value.lua` describes.
+    /// Held: the holder's token and fence; released: the name's last fence, as
+    /// `mutex/value.lua` describes.
     lock_key: Vec<u8>,
-    /// The waiters' places: token -> when the place ends.
+    /// The waiters' places: token, lease and label -> when the place ends.
     places_key: Vec<u8>,
-    /// Where releases are announced: what its scripts are given.
+    /// Where releases that grant nobody are announced: what its scripts are given.
     wake_channel: Vec<u8>,
-    /// Where this client's waiters with a place are woken by name: a release is written to
-    /// one client, not to every waiting one.
+    /// Where this client's waiters with a place are told that a release granted them the
+    /// lock: the message is written to one client, not to every waiting one.
     waiter_channel: Vec<u8>,
     /// How long a refused waiter's place among the waiters lasts, in ms; 0 for no place
     /// (where several masters would each keep their own line).
@@ -171,10 +181,13 @@ impl Mutex {
     /// Waits until the lock is acquired, or until the mutex's
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
-    /// While the lock is held by another owner, the caller sleeps until a release is announced
-    /// (or, if an announcement is lost, at most the client's
-    /// [`wake_fallback`](crate::ClientOptions::wake_fallback) and never past the holder's
-    /// remaining lease), then tries again.
+    /// While the lock is held by another owner, the caller takes a place among its waiters and
+    /// sleeps. When its turn comes, the holder's release grants it the lock and tells it, and
+    /// `lock()` returns without another request; a release that grants nobody (on RedLock,
+    /// where the masters keep no places) is announced, and the caller tries again. If a
+    /// message is lost, the caller tries again after at most the client's
+    /// [`wake_fallback`](crate::ClientOptions::wake_fallback), and never past the holder's
+    /// remaining lease.
     ///
     /// While Redis cannot be reached (a restart, a failover, a dropped connection: the errors
     /// [`Error::is_unavailable`](crate::Error::is_unavailable) accepts), the caller keeps
@@ -195,9 +208,10 @@ impl Mutex {
     /// # Cancel safety
     ///
     /// Cancel safe. If the future is dropped after a request went out, the lock may have been
-    /// granted without the caller knowing: it is released in the background, by owner token,
-    /// so a cancelled `lock()` leaves the lock free. A waiter's place among the waiters is
-    /// given up the same way (or ends by itself within three wake fallbacks).
+    /// granted without the caller knowing (by its own request, or by a release that handed it
+    /// over): it is released in the background, by owner token, so a cancelled `lock()`
+    /// leaves the lock free, or hands it to the next waiter. A waiter's place among the
+    /// waiters is given up the same way (or ends by itself within three wake fallbacks).
     ///
     /// # Examples
     ///
@@ -213,7 +227,7 @@ impl Mutex {
     ///     async move { mutex.lock().await.map(|guard| guard.fence()) }
     /// });
     /// let before = first.fence();
-    /// first.unlock().await?; // wakes the waiter at once
+    /// first.unlock().await?; // grants the lock to the waiter at once
     /// let after = waiter.await.expect("task")?;
     /// assert!(after > before);
     /// # Ok(())
@@ -258,9 +272,8 @@ impl Mutex {
     ///
     /// # Errors
     ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its lease still runs,
-    /// or when a release just woke a waiter and the lock is kept for it (at most 200 ms, the
-    /// time given); otherwise as [`Mutex::lock`].
+    /// [`Error::Held`](crate::Error::Held) when another owner holds it (a waiter a release
+    /// granted it to, too), with the time its lease still runs; otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -332,6 +345,12 @@ impl fmt::Debug for Mutex {
 }
 
 impl MutexGrant {
+    /// A waiter's place among the waiters: its token, the lease it asks for and its label
+    /// (`mutex/value.lua`), so that a release can grant it the lock.
+    fn place_of(&self, token: &OwnerToken) -> String {
+        place_member(token, self.lock.lease_ms, self.lock.label())
+    }
+
     /// The extension of a lease held in a mutex key's value (`mutex/value.lua`): a Mutex's,
     /// a FairMutex's or a MultiMutex's name.
     pub(crate) fn extend_value(
@@ -381,7 +400,6 @@ impl Kind for MutexGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.lock.lease_ms)
-            .arg(self.lock.fence_memory_ms())
             .arg(self.lock.label())
             .arg(if waits { self.place_ms } else { 0 })
             .arg(u8::from(refused_before))
@@ -396,8 +414,8 @@ impl Kind for MutexGrant {
             .key(self.places_key.as_slice())
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
-            .arg(HANDOFF_MS)
-            .arg(self.lock.fence_memory_ms());
+            .arg(self.lock.fence_memory_ms())
+            .arg(self.place_of(token));
         invocation
     }
 

@@ -17,12 +17,14 @@ use redis::ProtocolVersion;
 use crate::error::Error;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::addresses;
 #[cfg(feature = "cluster")]
 use crate::transport::conn::Announce;
+#[cfg(feature = "cluster")]
+use crate::transport::invalid_address;
+use crate::transport::{addresses, Role};
 
 /// The client of the cluster and its nodes' addresses, with the options checked: all that
-/// [`Client::connect_cluster_with_options`] does before it connects.
+/// connecting to [`Deployment::cluster`](crate::Deployment::cluster) does before it connects.
 #[cfg(feature = "cluster")]
 pub(crate) fn cluster_nodes<I, T>(
     nodes: I,
@@ -32,8 +34,11 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    let nodes = addresses(nodes, options, "nodes", "cluster node")?;
-    let commands = builder(nodes.clone(), options).build()?;
+    let nodes = addresses(nodes, options, Role::Node)?;
+    // The crate refuses some lists as a whole: a unix socket, passwords that differ.
+    let commands = builder(nodes.clone(), options)
+        .build()
+        .map_err(|e| invalid_address(e, Role::Node))?;
     Ok((commands, nodes))
 }
 
@@ -45,7 +50,7 @@ where
     I: IntoIterator<Item = T>,
     T: IntoConnectionInfo,
 {
-    addresses(nodes, options, "nodes", "cluster node")?;
+    addresses(nodes, options, Role::Node)?;
     Err(Error::Unsupported {
         what: "Redis Cluster",
         deployment: "this build of fencelock (its `cluster` feature is off)",

@@ -18,7 +18,7 @@ use redis::{ConnectionInfo, RedisConnectionInfo};
 use crate::error::Error;
 use crate::error::Result;
 use crate::options::ClientOptions;
-use crate::transport::addresses;
+use crate::transport::{addresses, Role};
 
 #[cfg(feature = "sentinel")]
 pub(crate) use master::SentinelConn;
@@ -37,8 +37,8 @@ pub(crate) use master::SentinelConn;
 /// # async fn demo() -> Result<(), fencelock::Error> {
 /// let sentinels = ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"];
 /// let nodes = SentinelOptions::default().master_username("app").master_password("s3cret");
-/// let client = Client::connect(Deployment::sentinel(sentinels, "orders")?.sentinel_options(nodes))
-///     .await?;
+/// let client =
+///     Client::connect(Deployment::sentinel(sentinels, "orders")?.sentinel_options(nodes)).await?;
 /// # let _ = client;
 /// # Ok(())
 /// # }
@@ -94,8 +94,8 @@ impl std::fmt::Debug for SentinelOptions {
 }
 
 /// The client that asks the sentinels for the master of `service_name`, and the sentinels'
-/// addresses, with the options checked: all that [`Client::connect_sentinel_with_options`]
-/// does before it connects.
+/// addresses, with the options checked: all that connecting to
+/// [`Deployment::sentinel`](crate::Deployment::sentinel) does before it connects.
 #[cfg(feature = "sentinel")]
 pub(crate) fn sentinel_resolver<I>(
     sentinels: I,
@@ -107,7 +107,7 @@ where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    let sentinels = addresses(sentinels, options, "sentinels", "sentinel")?;
+    let sentinels = addresses(sentinels, options, Role::Sentinel)?;
     let resolver = SentinelClient::build(
         sentinels.clone(),
         // Owned: the `redis` crate takes a `String` here unless its TLS support is built.
@@ -131,7 +131,7 @@ where
     I: IntoIterator,
     I::Item: IntoConnectionInfo,
 {
-    addresses(sentinels, options, "sentinels", "sentinel")?;
+    addresses(sentinels, options, Role::Sentinel)?;
     Err(Error::Unsupported {
         what: "Redis Sentinel",
         deployment: "this build of fencelock (its `sentinel` feature is off)",

@@ -418,6 +418,21 @@ async fn a_cluster_without_sharded_pubsub_is_warned_that_releases_are_broadcast(
     let cluster = blocking(RedisCluster::start);
     let c = client(&cluster).await;
     let warnings = c.deployment_warnings().await.expect("warnings");
+    // Every master's settings are read (`INFO` goes to each), and each warning comes once.
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| matches!(w, DeploymentWarning::Unreadable { .. })),
+        "{warnings:?}"
+    );
+    let no_aof = warnings
+        .iter()
+        .filter(|w| **w == DeploymentWarning::NoAppendOnlyFile)
+        .count();
+    assert_eq!(
+        no_aof, 1,
+        "the test cluster's masters run without AOF: {warnings:?}"
+    );
     let broadcast: Vec<String> = warnings
         .iter()
         .filter(|w| matches!(w, DeploymentWarning::BroadcastReleases { .. }))

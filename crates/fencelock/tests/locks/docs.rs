@@ -144,3 +144,121 @@ fn rustdoc_reads_an_intra_doc_link_for_every_label_a_doc_defines() {
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
+
+/// The variants of `Error`, read from its source: the lines of `pub enum Error` indented
+/// once that start with a capital letter.
+fn error_variants() -> BTreeSet<String> {
+    let source = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/error.rs"));
+    let body = source
+        .split_once("pub enum Error {")
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .map(|(body, _)| body)
+        .expect("`pub enum Error { … }` in src/error.rs");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("    "))
+        .filter(|line| line.starts_with(|c: char| c.is_ascii_uppercase()))
+        .map(|line| {
+            line.split(|c: char| !c.is_ascii_alphanumeric())
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_error_table_has_one_row_per_variant_of_error() {
+    let variants = error_variants();
+    assert!(variants.len() >= 15, "{variants:?}");
+    let table = read(&docs().join("errors.md"));
+    let rows: Vec<String> = prose(&table)
+        .filter_map(|line| line.strip_prefix("| [`Error::"))
+        .map(|rest| rest.split('`').next().unwrap_or_default().to_owned())
+        .collect();
+    let listed: BTreeSet<String> = rows.iter().cloned().collect();
+    assert_eq!(listed.len(), rows.len(), "a variant has two rows: {rows:?}");
+    let missing: Vec<_> = variants.difference(&listed).collect();
+    let unknown: Vec<_> = listed.difference(&variants).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/errors.md misses {missing:?} and names {unknown:?}, which Error does not have"
+    );
+    for line in prose(&table).filter(|line| line.starts_with("| [`Error::")) {
+        let cells = line.split(" | ").count();
+        assert_eq!(
+            cells, 4,
+            "a row of four cells (variant, meaning, retry, what to do): {line}"
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`, with its text.
+fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("a source directory") {
+        let path = entry.expect("a source entry").path();
+        if path.is_dir() {
+            found.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = read(&path);
+            found.push((path, text));
+        }
+    }
+    found
+}
+
+/// The public consuming setters of the `*Options` types, as `Type::setter`: each `pub fn`
+/// taking `mut self` in an `impl <Type>Options` block of the library's source.
+fn option_setters() -> BTreeSet<String> {
+    let mut setters = BTreeSet::new();
+    for (_, text) in sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")) {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut current: Option<&str> = None;
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(rest) = line.strip_prefix("impl ") {
+                current = rest
+                    .strip_suffix(" {")
+                    .filter(|ty| ty.ends_with("Options") && !ty.contains(' '));
+                continue;
+            }
+            let Some(rest) = line.trim_start().strip_prefix("pub fn ") else {
+                continue;
+            };
+            let (Some(ty), Some((name, after))) = (current, rest.split_once('(')) else {
+                continue;
+            };
+            let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+            if after.starts_with("mut self") || (after.is_empty() && next.starts_with("mut self")) {
+                setters.insert(format!("{ty}::{name}"));
+            }
+        }
+    }
+    setters
+}
+
+#[test]
+fn the_configuration_reference_has_a_row_for_every_option_setter() {
+    let setters = option_setters();
+    for ty in [
+        "ClientOptions",
+        "SentinelOptions",
+        "MutexOptions",
+        "SemaphoreOptions",
+        "RwLockOptions",
+    ] {
+        assert!(
+            setters.iter().any(|s| s.starts_with(&format!("{ty}::"))),
+            "no setter of {ty} found: {setters:?}"
+        );
+    }
+    let reference = read(&docs().join("configuration.md"));
+    let rows: BTreeSet<String> = prose(&reference)
+        .filter_map(|line| line.strip_prefix("| [`"))
+        .map(|rest| rest.split('`').next().unwrap_or_default().to_owned())
+        .collect();
+    let missing: Vec<_> = setters.difference(&rows).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/configuration.md has no row for {missing:?}"
+    );
+}

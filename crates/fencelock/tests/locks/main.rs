@@ -22,6 +22,7 @@ mod mutex;
 mod redlock;
 mod reentrant;
 mod rwlock;
+mod script_keys;
 mod security;
 mod semaphore;
 mod sentinel;

@@ -654,7 +654,7 @@ async fn redis_down_is_a_typed_error() {
     assert!(err.is_unavailable(), "{err:?}");
     assert!(matches!(
         fencelock::Client::connect("redis://[not a url").await,
-        Err(Error::Redis(_))
+        Err(Error::InvalidAddress { .. })
     ));
 }
 

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::take_each_primitive;
-use fencelock::{Client, ClientOptions, Error};
+use fencelock::{Client, ClientOptions, DeploymentWarning, Error};
 use fencelock_testkit::{RedisServer, ServerOptions};
 
 /// Bounds each wait of the tests.
@@ -60,6 +60,8 @@ const FENCELOCK_USER: &[&str] = &[
     "+exists",
     "+zcount",
     "+pubsub|numsub",
+    // `Client::deployment_warnings`.
+    "+info",
 ];
 
 /// A client whose fallback timer never fires within a test.
@@ -197,6 +199,50 @@ async fn an_acl_user_with_only_the_listed_commands_and_the_prefix_can_use_every_
         .await
         .expect("connect");
     exercise(&a, &b).await;
+    // The user reads every setting the deployment check looks at: the test server runs
+    // without an append-only file, and says so.
+    let warnings = a.deployment_warnings().await.expect("warnings");
+    assert_eq!(
+        warnings,
+        [DeploymentWarning::NoAppendOnlyFile],
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_info_the_deployment_check_says_which_settings_it_could_not_read() {
+    let without_info: Vec<&str> = FENCELOCK_USER
+        .iter()
+        .copied()
+        .filter(|rule| *rule != "+info")
+        .collect();
+    let server = RedisServer::start_with(ServerOptions::default().acl_user(
+        "fencelock-app",
+        "app-secret",
+        &without_info,
+    ));
+    let url = server.url_with_auth(Some("fencelock-app"), "app-secret");
+    let client = Client::connect_with_options(url.as_str(), quiet())
+        .await
+        .expect("connect");
+    let warnings = client
+        .deployment_warnings()
+        .await
+        .expect("unreadable settings are warnings, not an error");
+    let unreadable: Vec<&str> = warnings
+        .iter()
+        .map(|w| match w {
+            DeploymentWarning::Unreadable { settings, reason } => {
+                assert!(reason.to_lowercase().contains("noperm"), "{reason}");
+                *settings
+            }
+            other => panic!("only unreadable settings are known: {other:?}"),
+        })
+        .collect();
+    assert_eq!(unreadable, ["maxmemory and maxmemory-policy", "appendonly"]);
+    assert!(warnings[0]
+        .to_string()
+        .starts_with("cannot read the server's maxmemory and maxmemory-policy: "));
 }
 
 #[tokio::test]

@@ -3,10 +3,11 @@
 //! and a client made from the service's own `redis::Client`. What they do when the lock is
 //! lost is in `faults.rs` (F19, F20).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::common::{self, client, ms};
-use fencelock::{Client, ClientOptions, Error, LockKind, LockOptions, Optional};
+use fencelock::{Client, ClientOptions, Deployment, Error, LockKind, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 
 /// How long a test waits for something that should take milliseconds, on a loaded machine.
@@ -118,6 +119,57 @@ async fn unlock_no_earlier_than_keeps_the_lock_until_then() {
         .expect("a past point is a plain unlock");
     let again = mutex.try_lock().await.expect("freed at once");
     again.unlock().await.expect("unlock");
+}
+
+/// Dropping the future of `unlock_no_earlier_than`, before it was ever polled or while it waits
+/// for Redis, keeps the lock until `at` all the same: the request went to the client's
+/// background task when the method was called. Before, the dropped future dropped the guard,
+/// whose drop freed the lock at once.
+#[tokio::test]
+async fn a_dropped_unlock_no_earlier_than_still_keeps_the_lock_until_then() {
+    let server = RedisServer::start();
+    let (a, b) = (client(&server).await, client(&server).await);
+    for (name, polled) in [("never-polled", false), ("polled-once", true)] {
+        let mutex = a.mutex(name).expect("name");
+        let rival = b.mutex(name).expect("name");
+        let guard = mutex.lock().await.expect("lock");
+        let at = Instant::now() + Duration::from_secs(2);
+        let keeping = guard.unlock_no_earlier_than(at);
+        if polled {
+            let mut keeping = std::pin::pin!(keeping);
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(keeping.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            assert!(
+                !first,
+                "{name}: Redis cannot have answered without a round trip"
+            );
+        } else {
+            drop(keeping);
+        }
+        // However the dropped request's answer and this try are ordered, the lock is held: by
+        // the guard until the request lands, then until `at`.
+        match rival.try_lock().await {
+            Err(Error::Held { .. }) => {}
+            other => panic!("{name}: expected the lock kept until `at`, got {other:?}"),
+        }
+        // Free from `at` on, long before the 30 s lease would have ended.
+        let deadline = at + Duration::from_secs(5);
+        loop {
+            match rival.try_lock().await {
+                Ok(next) => {
+                    assert!(Instant::now() >= at, "{name}: free only from `at` on");
+                    next.unlock().await.expect("unlock");
+                    break;
+                }
+                Err(Error::Held { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(ms(50)).await;
+                }
+                other => panic!("{name}: expected the lock free soon after `at`, got {other:?}"),
+            }
+        }
+    }
 }
 
 #[tokio::test]
@@ -296,4 +348,62 @@ fn a_blocking_guard_can_be_kept_until_a_point_too() {
         .expect("free after `at`");
     assert!(Instant::now() >= at, "free only from `at` on");
     next.unlock().expect("unlock");
+}
+
+/// An address with a wrong scheme, or a part that cannot be read, is refused before anything is
+/// sent with a typed error that says what each deployment takes.
+#[tokio::test]
+async fn a_wrong_address_says_what_is_expected_there() {
+    fn refused(result: fencelock::Result<Client>) -> (String, String, String) {
+        match result {
+            Err(e @ Error::InvalidAddress { .. }) => {
+                assert!(e.is_bad_target() && !e.is_unavailable(), "{e:?}");
+                let said = e.to_string();
+                let Error::InvalidAddress {
+                    of,
+                    reason,
+                    expected,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    said,
+                    format!("invalid address of {of}: {reason}; expected {expected}")
+                );
+                (of.to_owned(), reason, expected.to_owned())
+            }
+            Err(other) => panic!("expected InvalidAddress, got {other:?}"),
+            Ok(_) => panic!("a wrong address connected"),
+        }
+    }
+    let options = ClientOptions::default;
+    let connect = |deployment: fencelock::Result<Deployment>| async move {
+        Client::connect_with_options(deployment?, options()).await
+    };
+
+    let (of, reason, expected) = refused(Client::connect("http://db:6379").await);
+    assert_eq!(of, "the Redis server");
+    assert_eq!(reason, "not a URL with a scheme Redis takes");
+    assert!(expected.starts_with("redis://[user:password@]host[:port][/db], rediss://"));
+    let (_, reason, _) = refused(Client::connect("redis://db:6379/zero").await);
+    assert!(reason.contains("database"), "{reason}");
+
+    let (of, _, expected) =
+        refused(connect(Deployment::redlock(["redis://a", "tcp://b", "redis://c"])).await);
+    assert_eq!(of, "a RedLock master");
+    assert!(expected.starts_with("redis://[user:password@]host[:port][/db]"));
+
+    let (of, _, expected) = refused(connect(Deployment::cluster(["localhost:7000"])).await);
+    assert_eq!(of, "a cluster node");
+    assert!(expected.contains("not a unix socket"), "{expected}");
+    let unix = connect(Deployment::cluster(["redis+unix:///tmp/redis.sock"]));
+    let (of, reason, _) = refused(unix.await);
+    assert_eq!(of, "a cluster node");
+    assert!(reason.contains("unix socket"), "{reason}");
+
+    let (of, _, expected) =
+        refused(connect(Deployment::sentinel(["sentinel://s1:26379"], "orders")).await);
+    assert_eq!(of, "a sentinel");
+    assert!(expected.contains("26379"), "{expected}");
 }

@@ -1,20 +1,23 @@
--- Takes a fair lock if it is free, not kept for a woken waiter, and nobody
--- waits ahead of the caller; a refused waiter takes (or keeps) its place at
--- the back of the line.
--- KEYS[1] lock key, KEYS[2] line (zset: waiter token -> arrival number),
--- KEYS[3] places (zset: waiter token -> when its place ends, server ms); a
--- token is in both sets or in neither
+-- Takes a fair lock if it is free and nobody waits ahead of the caller; a
+-- refused waiter takes (or keeps) its place at the back of the line. A lock
+-- found free with waiters ahead (its holder's lease ended without a release)
+-- goes to the first of them, as a release would give it.
+-- KEYS[1] lock key, KEYS[2] line (zset: place member -> arrival number),
+-- KEYS[3] places (zset: place member -> when the place ends, server ms); a
+-- member is in both sets or in neither, and is the waiter's token, lease and
+-- label (mutex/value.lua)
 -- ARGV[1] owner token (ends with ':'), ARGV[2] lease ms, ARGV[3] holder label
 -- ('' for none), ARGV[4] how long a place lasts without an attempt, ms ('0':
 -- take no place, as try_lock), ARGV[5] wake channel
 -- Returns {1, fence} when granted; {0, ms} when refused: ms the holder's lease
--- has left, or, when the lock is free but kept for a woken waiter or another
--- waiter is first, until that waiter's place ends unless it claims the lock.
--- Value forms: mutex/value.lua; a release keeps the lock for the first waiter
--- it wakes until that waiter's place ends.
+-- has left, or 1 when the line could not be read to its head in one call.
 local token = ARGV[1]
 local lease = tonumber(ARGV[2])
 local place = tonumber(ARGV[4])
+local member = token .. ARGV[2]
+if ARGV[3] ~= '' then
+  member = member .. ':' .. ARGV[3]
+end
 -- How many waiters whose place ended one call drops from the head of the line.
 local DROPS = 16
 
@@ -30,11 +33,11 @@ end
 -- the lock stays out of the caller's reach, for its fallback timer.
 local function refuse(wait_ms)
   if place > 0 then
-    if redis.call('ZADD', KEYS[3], clock() + place, token) == 1 then
+    if redis.call('ZADD', KEYS[3], clock() + place, member) == 1 then
       -- No place yet (a newcomer, or a waiter whose place ended): the back of
       -- the line.
       local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
-      redis.call('ZADD', KEYS[2], (tonumber(last) or 0) + 1, token)
+      redis.call('ZADD', KEYS[2], (tonumber(last) or 0) + 1, member)
     end
     -- Both sets live as long as the place that ends last. Both always get the
     -- same expiry, so one tells it. Clients with other fallbacks take places
@@ -47,39 +50,39 @@ local function refuse(wait_ms)
   return {0, wait_ms}
 end
 
--- The first waiter in line whose place has not ended, and when its place
--- ends (nil for the caller itself); waiters whose place ended (or that have
--- none) are dropped on the way, and `dropped` tells whether any was. When
--- the call dropped as many as it may, the head is unknown and `blocked` is
--- true: the caller is refused for a millisecond and its next attempt goes on.
-local function first_in_line()
-  local dropped = false
-  for _ = 1, DROPS do
-    local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    if not first or first == token then
-      return first, nil, dropped
-    end
-    local ends = tonumber(redis.call('ZSCORE', KEYS[3], first))
-    if ends and ends > clock() then
-      return first, ends, dropped
-    end
-    redis.call('ZREM', KEYS[2], first)
-    redis.call('ZREM', KEYS[3], first)
-    dropped = true
-  end
-  return nil, nil, dropped, true
+local function leave_line()
+  redis.call('ZREM', KEYS[2], member)
+  redis.call('ZREM', KEYS[3], member)
 end
 
-local function grant(value, waited)
-  local fence, text = fence_after(value and tonumber(fence_text(value)))
-  redis.call('SET', KEYS[1], held_value(token, text, waited, ARGV[3]), 'PX', lease)
-  return {1, fence}
+-- The first waiter ahead of the caller whose place has not ended, taken out of
+-- the line; nil when the caller is first, or nobody waits. Waiters whose place
+-- ended are dropped on the way; `blocked` becomes true when one call dropped
+-- as many as it may.
+local blocked = false
+local function next_ahead()
+  for _ = 1, DROPS do
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if not first or first == member then
+      return nil
+    end
+    local ends = tonumber(redis.call('ZSCORE', KEYS[3], first))
+    redis.call('ZREM', KEYS[2], first)
+    redis.call('ZREM', KEYS[3], first)
+    if ends and ends > clock() then
+      return first
+    end
+  end
+  blocked = true
+  return nil
 end
 
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
   if string.sub(value, 1, #token) == token then
-    -- A retry of a grant whose reply was lost: answer it again.
+    -- Granted already: a retry of a grant whose reply was lost, or a release
+    -- that granted it to this waiter, whose news it has not heard yet.
+    -- Answered again, with a lease counted from now.
     if redis.call('PTTL', KEYS[1]) < lease then
       redis.call('PEXPIRE', KEYS[1], lease)
     end
@@ -93,33 +96,20 @@ if value and not is_released(value) then
   return refuse(pttl)
 end
 
--- Free. A release that woke the first waiter keeps the lock for it (it left
--- the line then); a grant that came through the line is marked, since others
--- likely wait behind.
-local waiter, until_ms
-if value then
-  waiter, until_ms = promise(value)
+-- Free. Waiters ahead of the caller come first: the lock goes to the first of
+-- them, for the lease it asked for.
+local fence = value and fence_text(value)
+local handed = hand_over(KEYS[1], fence, ARGV[5], next_ahead)
+if handed then
+  return refuse(handed)
 end
-if waiter == token then
-  return grant(value, true)
-end
-if waiter and until_ms > clock() then
-  return refuse(until_ms - now)
-end
-local first, first_until, dropped, blocked = first_in_line()
 if blocked then
   return refuse(1)
 end
-if first and first ~= token then
-  if dropped then
-    -- The lock is free and the line moved up without a release to announce
-    -- it: wake the new first waiter.
-    redis.call(PUBLISH, channel_of(ARGV[5], first), first)
-  end
-  return refuse(first_until - now)
+local waited = redis.call('ZSCORE', KEYS[3], member) ~= false
+if waited then
+  leave_line()
 end
-if first then
-  redis.call('ZREM', KEYS[2], token)
-  redis.call('ZREM', KEYS[3], token)
-end
-return grant(value, first ~= nil)
+local granted, text = fence_after(fence and tonumber(fence))
+redis.call('SET', KEYS[1], held_value(token, text, waited, ARGV[3]), 'PX', lease)
+return {1, granted}

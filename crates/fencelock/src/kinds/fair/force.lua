@@ -1,21 +1,24 @@
 -- An operator's release of a fair mutex, whoever holds it (core/force.lua):
--- the head of the line is woken as by a release. The line stays: it is waiters.
+-- the lock then goes to the first in line whose place has not ended and whose
+-- client still listens, as a release hands it on.
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places; ARGV[1] wake channel,
 -- ARGV[2] fence memory ms
 local value, pttl = take_value(KEYS[1], tonumber(ARGV[2]))
 local queued = 0
 if value and absent_or(KEYS[2], 'zset') and absent_or(KEYS[3], 'zset') then
-  -- Waiters that stopped trying are dropped first, so that the wake-up reaches
-  -- a live one.
+  -- Waiters that stopped trying are dropped first.
   local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
   for _, waiter in ipairs(gone) do
     redis.call('ZREM', KEYS[2], waiter)
     redis.call('ZREM', KEYS[3], waiter)
   end
   queued = redis.call('ZCARD', KEYS[3])
-  local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if first then
-    redis.call(PUBLISH, channel_of(ARGV[1], first), first)
-  end
+  hand_over(KEYS[1], fence_text(value), ARGV[1], function()
+    local first = redis.call('ZPOPMIN', KEYS[2])[1]
+    if first then
+      redis.call('ZREM', KEYS[3], first)
+    end
+    return first
+  end)
 end
 return {now, value, pttl, {}, queued}

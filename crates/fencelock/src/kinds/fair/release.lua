@@ -1,66 +1,56 @@
 -- Releases a fair lock if the caller holds it, leaving the name's last fence
--- behind (mutex/value.lua), or gives up the caller's place in line; then, if
--- the lock is free and someone waits, keeps it for the first waiter in line
--- and wakes that waiter alone (the payload is its token).
+-- behind (mutex/value.lua), or gives up the caller's place in line. When
+-- someone waits, the lock goes at once to the first in line whose place has
+-- not ended and whose client still listens: granted in this call, with a fresh
+-- fence and the waiter's own lease, and announced on that waiter's client's
+-- own channel, so that its acquire completes on the message.
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places (see acquire.lua)
--- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] fence memory ms
+-- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] fence memory ms,
+-- ARGV[4] the caller's place member (its token, lease and label)
 -- Returns 1 released, 0 not held (the lock is free or expired), -1 another
 -- owner holds it.
 local token = ARGV[1]
 local memory = tonumber(ARGV[3])
 
--- Takes the first waiter out of the line, keeps the lock for it until its
--- place ends, and wakes it; waiters whose place ended (or that have none)
--- are dropped on the way, at most 16. With none left, the lock is simply
--- free. `fence` is nil when the key is gone: then nothing is left behind
--- unless a waiter is woken.
-local function wake_first(fence)
-  local now
+-- The first in line whose place has not ended, taken out of the line; those
+-- whose place ended (or that have none) are dropped on the way, at most 16.
+local now
+local function next_in_line()
   for _ = 1, 16 do
     local first = redis.call('ZPOPMIN', KEYS[2])[1]
     if not first then
-      break
+      return nil
     end
     local ends = tonumber(redis.call('ZSCORE', KEYS[3], first))
     redis.call('ZREM', KEYS[3], first)
     now = now or server_ms()
     if ends and ends > now then
-      leave_released(KEYS[1], fence, math.max(memory, ends - now), first, ends)
-      redis.call(PUBLISH, channel_of(ARGV[2], first), first)
-      return
+      return first
     end
   end
-  if fence then
-    leave_released(KEYS[1], fence, memory)
-  end
+end
+
+local function leave_line()
+  redis.call('ZREM', KEYS[2], ARGV[4])
+  redis.call('ZREM', KEYS[3], ARGV[4])
 end
 
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
   if string.sub(value, 1, #token) ~= token then
     -- A waiter giving up while another owner holds the lock.
-    redis.call('ZREM', KEYS[2], token)
-    redis.call('ZREM', KEYS[3], token)
+    leave_line()
     return -1
   end
-  if is_marked(value) then
-    wake_first(fence_text(value))
-  else
-    -- Nobody was refused while it was held: nobody waits.
-    leave_released(KEYS[1], fence_text(value), memory)
+  local fence = fence_text(value)
+  -- A value nobody was refused on has nobody waiting.
+  if not is_marked(value) or not hand_over(KEYS[1], fence, ARGV[2], next_in_line) then
+    leave_released(KEYS[1], fence, memory)
   end
   return 1
 end
--- A waiter giving up, or a holder whose lease ended. The lock is free, and a
--- wake meant for this token may be lost with it: pass it on, unless the lock
--- is kept for another waiter.
-redis.call('ZREM', KEYS[2], token)
-redis.call('ZREM', KEYS[3], token)
-local waiter, until_ms
-if value then
-  waiter, until_ms = promise(value)
-end
-if not waiter or waiter == token or until_ms <= server_ms() then
-  wake_first(value and fence_text(value))
-end
+-- A waiter giving up, or a holder whose lease ended. The lock is free: it goes
+-- to the first in line, if one waits.
+leave_line()
+hand_over(KEYS[1], value and fence_text(value), ARGV[2], next_in_line)
 return 0

@@ -6,27 +6,19 @@
 -- wake the multi-lock's waiters (a single try's as well: it costs that release
 -- one announcement nobody hears).
 -- Returns {1, fence_1, ..., fence_n} when granted, {0, pttl} when any name is held
--- by another owner or kept for a woken waiter, pttl being the longest remaining
--- lease or hand-off among those names (-1 when one of them has no expiry).
+-- by another owner, pttl being the longest remaining lease among those names
+-- (-1 when one of them has no expiry).
 -- Each lock key gets the Mutex's value (mutex/value.lua), so a Mutex of one of
 -- the names and this lock exclude each other, and each name's fences keep rising
 -- across both.
 local n = #KEYS
 local token = ARGV[1]
 local lease = tonumber(ARGV[2])
-local now
 
 -- How long a value keeps the name from this caller: nil when it does not.
 local function refusal(key, value)
   if not is_released(value) then
     return redis.call('PTTL', key)
-  end
-  local waiter, until_ms = promise(value)
-  if waiter and waiter ~= token then
-    now = now or server_ms()
-    if until_ms > now then
-      return until_ms - now
-    end
   end
 end
 
@@ -75,10 +67,7 @@ for i = 1, n do
   else
     local fence, text = fence_after(values[i] and tonumber(fence_text(values[i])))
     reply[i + 1] = fence
-    -- A name kept for a woken waiter that did not come in time was wanted:
-    -- mark it so that its release looks for waiters.
-    local waited = values[i] and promise(values[i]) ~= nil
-    redis.call('SET', KEYS[i], held_value(token, text, waited, ARGV[3]), 'PX', lease)
+    redis.call('SET', KEYS[i], held_value(token, text, false, ARGV[3]), 'PX', lease)
   end
 end
 return reply

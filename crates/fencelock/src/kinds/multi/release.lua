@@ -1,26 +1,55 @@
 -- Releases every name of a multi-lock still held by the caller, leaving each
--- name's last fence behind (mutex/value.lua), and wakes the waiters of each
--- released name that someone waited for.
--- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] fence memory
--- ms, ARGV[3..n+2] the names' wake channels, in the order of KEYS
+-- name's last fence behind (mutex/value.lua). A name someone waited for goes
+-- at once to its Mutex waiter whose place ends first and whose client still
+-- listens, granted in this call as a Mutex release grants it; with none, one
+-- waiter in each listening process is woken (the payload empty: a multi-lock's
+-- waiters keep no place).
+-- KEYS[1..n] the names' lock keys, KEYS[n+1..2n] the names' places, in the
+-- same order; ARGV[1] owner token, ARGV[2] fence memory ms, ARGV[3..n+2] the
+-- names' wake channels, in the order of KEYS
 -- Returns 1 every name was held and is released, 0 none was held by the
 -- caller any more, -1 only some were (those are released; the others had
 -- expired, been deleted or been taken).
 -- A key of another type is not the caller's: reading it through pcall lets
 -- the other names still be released.
+local n = #KEYS / 2
 local token = ARGV[1]
+local memory = tonumber(ARGV[2])
+
+-- The next Mutex waiter of the name at `places`, by the end of its place,
+-- dropping those whose place ended; bounded, as each pass drops one.
+local now
+local function next_waiter_of(places)
+  return function()
+    for _ = 1, 16 do
+      local first = redis.pcall('ZPOPMIN', places)
+      if type(first) ~= 'table' or #first == 0 then
+        return nil
+      end
+      now = now or server_ms()
+      if tonumber(first[2]) > now then
+        return first[1]
+      end
+    end
+  end
+end
+
 local released = 0
-for i, key in ipairs(KEYS) do
+for i = 1, n do
+  local key = KEYS[i]
   local held = redis.pcall('GET', key)
   if type(held) == 'string' and string.sub(held, 1, #token) == token then
-    leave_released(key, fence_text(held), tonumber(ARGV[2]))
-    if is_marked(held) then
+    local fence = fence_text(held)
+    if not is_marked(held) then
+      leave_released(key, fence, memory)
+    elseif not hand_over(key, fence, ARGV[i + 2], next_waiter_of(KEYS[n + i])) then
+      leave_released(key, fence, memory)
       redis.call(PUBLISH, ARGV[i + 2], '')
     end
     released = released + 1
   end
 end
-if released == #KEYS then
+if released == n then
   return 1
 elseif released == 0 then
   return 0

@@ -9,11 +9,14 @@ const LOCK: &str = "t:{n}:mutex";
 const WAITERS: &str = "t:{n}:mutex-waiters";
 const WAKE: &str = "t:{n}:wake";
 
-use crate::testing::{announced_on, conn};
+use crate::testing::{announced_on, conn, pttl};
 
 async fn acquire(c: &mut MultiplexedConnection, token: &str, lease: u64) -> Vec<i64> {
     acquire_waiting(c, token, lease, 0, false).await
 }
+
+/// The label every test holder leaves.
+const LABEL: &str = "host-1";
 
 /// An attempt that takes a place of `place_ms` among the waiters when refused.
 async fn acquire_waiting(
@@ -29,8 +32,7 @@ async fn acquire_waiting(
         .key(WAITERS)
         .arg(token)
         .arg(lease)
-        .arg(60_000)
-        .arg("host-1")
+        .arg(LABEL)
         .arg(place_ms)
         .arg(u8::from(refused_before))
         .arg(u8::from(place_ms > 0))
@@ -39,6 +41,7 @@ async fn acquire_waiting(
         .expect("acquire")
 }
 
+/// A release by `token`, whose own place (if it has one) asked for a lease of 10 s.
 async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
     RELEASE
         .plain()
@@ -46,11 +49,16 @@ async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
         .key(WAITERS)
         .arg(token)
         .arg(WAKE)
-        .arg(200)
         .arg(60_000)
+        .arg(place(token, 10_000))
         .invoke_async::<i64>(c)
         .await
         .expect("release")
+}
+
+/// A waiter's place member, as the scripts store it.
+fn place(token: &str, lease: u64) -> String {
+    format!("{token}{lease}:{LABEL}")
 }
 
 async fn waiters(c: &mut MultiplexedConnection) -> Vec<String> {
@@ -70,14 +78,6 @@ async fn members(c: &mut MultiplexedConnection, key: &str) -> Vec<String> {
 /// The payloads announced on the wake channel while `during` runs.
 async fn announced<F: std::future::Future>(server: &RedisServer, during: F) -> Vec<String> {
     announced_on(server, WAKE, during).await
-}
-
-async fn pttl(c: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(c)
-        .await
-        .expect("pttl")
 }
 
 #[tokio::test]
@@ -187,12 +187,12 @@ async fn release_and_extend_check_the_owner() {
 }
 
 #[tokio::test]
-async fn a_release_wakes_one_waiter_by_its_token_and_a_giving_up_waiter_passes_it_on() {
+async fn a_release_grants_the_lock_to_the_waiter_whose_place_ends_first() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
     assert_eq!(
-        acquire_waiting(&mut c, "b:", 10_000, 5_000, false).await[0],
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, false).await[0],
         0
     );
     assert_eq!(
@@ -200,130 +200,141 @@ async fn a_release_wakes_one_waiter_by_its_token_and_a_giving_up_waiter_passes_i
         0
     );
     assert_eq!(acquire(&mut c, "try:", 10_000).await[0], 0);
-    assert_eq!(waiters(&mut c).await, ["b:", "c:"], "a try takes no place");
+    assert_eq!(
+        waiters(&mut c).await,
+        [place("b:", 30_000), place("c:", 10_000)],
+        "a try takes no place"
+    );
     let ttl = pttl(&mut c, WAITERS).await;
     assert!(
         ttl > 5_000 && ttl <= 20_000,
-        "the list outlives its longest place: {ttl}"
+        "the set outlives its longest place: {ttl}"
     );
     // A waiter first in line whose place ended (it stopped trying) is skipped.
     redis::cmd("ZADD")
         .arg(WAITERS)
         .arg(1)
-        .arg("gone:")
+        .arg(place("gone:", 10_000))
         .exec_async(&mut c)
         .await
         .expect("zadd");
-    let marked: String = redis::cmd("GET")
-        .arg(LOCK)
-        .query_async(&mut c)
-        .await
-        .expect("get");
+    let marked = get(&mut c, LOCK).await;
     assert!(marked.contains('+'), "refusals mark the value: {marked}");
 
+    let before: i64 = marked
+        .split(':')
+        .nth(1)
+        .and_then(|f| f.trim_end_matches('+').parse().ok())
+        .expect("a fence");
     let mut r = c.clone();
     let payloads = announced(&server, async move {
         assert_eq!(release(&mut r, "a:").await, 1);
     })
     .await;
-    assert_eq!(payloads, ["b:"], "one waiter woken, by its token");
-    assert_eq!(waiters(&mut c).await, ["c:"], "gone: was dropped, b: woken");
-
+    let [payload] = payloads.as_slice() else {
+        panic!("one message, to one waiter: {payloads:?}");
+    };
+    let fence: i64 = payload
+        .strip_prefix("b:")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("b: and its fence: {payload}"));
+    assert!(fence > before, "fences rise through a hand-over");
     assert_eq!(
-        acquire_waiting(&mut c, "b:", 10_000, 5_000, true).await[0],
-        1
+        get(&mut c, LOCK).await,
+        format!("b:{fence}+:{LABEL}"),
+        "b: holds it, marked since others wait"
     );
+    let ttl = pttl(&mut c, LOCK).await;
+    assert!(ttl > 20_000 && ttl <= 30_000, "with b:'s own lease: {ttl}");
+    assert_eq!(
+        waiters(&mut c).await,
+        [place("c:", 10_000)],
+        "gone: was dropped, b: granted"
+    );
+    // b:'s next attempt (its news not heard yet) answers the same grant.
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, true).await,
+        [1, fence]
+    );
+
+    // c: gives up while b: holds: nothing is announced.
     let mut r = c.clone();
     let payloads = announced(&server, async move {
-        assert_eq!(
-            release(&mut r, "c:").await,
-            -1,
-            "c: gives up while b: holds"
-        );
+        assert_eq!(release(&mut r, "c:").await, -1, "c: gives up");
     })
     .await;
     assert!(payloads.is_empty(), "{payloads:?}");
-    assert!(waiters(&mut c).await.is_empty(), "c: left the list");
+    assert!(waiters(&mut c).await.is_empty(), "c: left the set");
 
+    // Nobody with a place: one waiter of each process is woken, once per release.
     let mut r = c.clone();
     let payloads = announced(&server, async move {
         assert_eq!(release(&mut r, "b:").await, 1);
     })
     .await;
-    assert_eq!(
-        payloads,
-        ["~b:"],
-        "nobody has a place: any one waiter per process, once per release"
-    );
-
-    assert_eq!(acquire(&mut c, "e:", 10_000).await[0], 1);
-    assert_eq!(
-        acquire_waiting(&mut c, "f:", 10_000, 5_000, false).await[0],
-        0
-    );
-    assert_eq!(
-        acquire_waiting(&mut c, "g:", 10_000, 5_000, false).await[0],
-        0
-    );
-    let mut r = c.clone();
-    let payloads = announced(&server, async move {
-        assert_eq!(release(&mut r, "e:").await, 1);
-        // f: was woken but gives up before it claims the free lock.
-        assert_eq!(release(&mut r, "f:").await, 0);
-    })
-    .await;
-    assert_eq!(
-        payloads,
-        ["f:", "g:"],
-        "the wake f: did not use went on to g:"
-    );
-    assert_eq!(
-        acquire_waiting(&mut c, "g:", 10_000, 5_000, true).await[0],
-        1
-    );
-    assert!(waiters(&mut c).await.is_empty());
+    assert_eq!(payloads, ["~b:"]);
+    assert!(get(&mut c, LOCK).await.starts_with('~'));
 }
 
 #[tokio::test]
-async fn the_lock_is_kept_for_a_woken_waiter_which_waits_again_if_late() {
+async fn a_waiter_whose_client_is_gone_is_skipped_and_one_giving_up_hands_the_lock_on() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
-    for waiter in ["b:", "c:"] {
+    // Tokens that name their clients: `gone`'s client no longer listens, `live`'s does.
+    for waiter in ["gone.1:", "live.2:"] {
         assert_eq!(
             acquire_waiting(&mut c, waiter, 10_000, 5_000, false).await[0],
             0
         );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let mut r = c.clone();
-    let payloads = announced(&server, async move {
+    let payloads = announced_on(&server, "t:{n}:wake:live", async move {
         assert_eq!(release(&mut r, "a:").await, 1);
     })
     .await;
-    assert_eq!(payloads, ["b:"]);
-    // The lock is kept for b: a moment: another task asking now is refused.
-    let kept = acquire(&mut c, "x:", 10_000).await;
-    assert!(kept[0] == 0 && kept[1] > 0 && kept[1] <= 200, "{kept:?}");
-    // b: comes too late: the lock is free for anyone, another task takes it, and b: takes
-    // a new place, behind c:'s (places are scored by the server's milliseconds).
-    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    assert_eq!(acquire(&mut c, "x:", 10_000).await[0], 1);
-    for waiter in ["c:", "b:"] {
+    let [payload] = payloads.as_slice() else {
+        panic!("one grant, to the live waiter: {payloads:?}");
+    };
+    assert!(payload.starts_with("live.2:"), "{payload}");
+    assert!(get(&mut c, LOCK).await.starts_with("live.2:"));
+    assert!(waiters(&mut c).await.is_empty());
+
+    // The holder's lease ends without a release; a waiter that gives up hands the free
+    // lock to the next one instead of leaving it to that one's next try.
+    redis::cmd("DEL")
+        .arg(LOCK)
+        .exec_async(&mut c)
+        .await
+        .expect("del");
+    assert_eq!(acquire(&mut c, "h:", 10_000).await[0], 1);
+    for waiter in ["x:", "y:"] {
         assert_eq!(
-            acquire_waiting(&mut c, waiter, 10_000, 5_000, true).await[0],
+            acquire_waiting(&mut c, waiter, 10_000, 5_000, false).await[0],
             0
         );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
+    redis::cmd("DEL")
+        .arg(LOCK)
+        .exec_async(&mut c)
+        .await
+        .expect("del");
     let mut r = c.clone();
     let payloads = announced(&server, async move {
-        assert_eq!(release(&mut r, "x:").await, 1);
+        assert_eq!(release(&mut r, "x:").await, 0, "x: gives up, the lock free");
     })
     .await;
-    assert_eq!(payloads, ["c:"], "the place that ends first");
-    assert_eq!(
-        acquire_waiting(&mut c, "c:", 10_000, 5_000, true).await[0],
-        1
-    );
-    assert_eq!(waiters(&mut c).await, ["b:"]);
+    assert_eq!(payloads.len(), 1, "{payloads:?}");
+    assert!(payloads[0].starts_with("y:"), "{payloads:?}");
+    assert!(get(&mut c, LOCK).await.starts_with("y:"));
+}
+
+async fn get(c: &mut MultiplexedConnection, key: &str) -> String {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("get")
 }
