@@ -239,13 +239,7 @@ fn option_setters() -> BTreeSet<String> {
 #[test]
 fn the_configuration_reference_has_a_row_for_every_option_setter() {
     let setters = option_setters();
-    for ty in [
-        "ClientOptions",
-        "SentinelOptions",
-        "MutexOptions",
-        "SemaphoreOptions",
-        "RwLockOptions",
-    ] {
+    for ty in ["ClientOptions", "SentinelOptions", "LockOptions"] {
         assert!(
             setters.iter().any(|s| s.starts_with(&format!("{ty}::"))),
             "no setter of {ty} found: {setters:?}"
