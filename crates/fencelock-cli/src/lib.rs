@@ -3,7 +3,8 @@
 //! the `fencelock` library.
 //!
 //! ```text
-//! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair]
+//! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair |
+//!                  --layout LIBRARY]
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock hold NAME [the lock flags of run, without --kill-grace]
@@ -32,7 +33,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use fencelock::{Client, ClientOptions, Deployment};
+use fencelock::{Client, ClientOptions, Deployment, Layout};
 
 pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
@@ -131,8 +132,12 @@ enum Command {
 }
 
 const RUN_HELP: &str = "\
-The lock is a mutex unless one of --semaphore, --read, --write or --fair says otherwise; each
-kind has its own keys, so a mutex and a semaphore of one name do not exclude each other. A
+The lock is a mutex unless one of --semaphore, --read, --write, --fair or --layout says
+otherwise; each kind has its own keys, so a mutex and a semaphore of one name do not exclude
+each other. With --layout LIBRARY the lock is kept as that library keeps its own (redis-py,
+node-redlock, go-redsync, rslock, pottery, redis-semaphore, python-redis-lock, redisson), so
+that this run and that library's locks of NAME exclude each other; such a lock has no fencing
+token, and `status` does not list it. A
 semaphore's total is stored in Redis by the first run that finds none, and that stored total
 rules for every run until it expires; give every run of a name the same N (a run whose N
 differs prints a warning once it holds its permits).
@@ -158,7 +163,8 @@ Examples:
   fencelock run --semaphore 3 --permits 2 render -- ./render --threads 8
   fencelock run --read catalog -- ./export-catalog
   fencelock run --write catalog -- ./import-catalog
-  fencelock run --fair --wait 10m printer -- lp report.pdf";
+  fencelock run --fair --wait 10m printer -- lp report.pdf
+  fencelock run --layout redis-py jobs:nightly ./nightly.sh";
 
 const HOLD_HELP: &str = "\
 Takes the lock as `run` does (the same flags), prints its fencing token on a line of its own
@@ -198,7 +204,7 @@ Examples:
 
 /// What `run` and `hold` share: the lock to take and how.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("primitive").args(["semaphore", "read", "write", "fair"])))]
+#[command(group(ArgGroup::new("primitive").args(["semaphore", "read", "write", "fair", "layout"])))]
 struct LockArgs {
     /// The lock's name.
     name: String,
@@ -225,6 +231,12 @@ struct LockArgs {
     /// Take a fair mutex: waiting runs get it in the order they asked for it.
     #[arg(long)]
     fair: bool,
+    /// Take a mutex kept in another library's layout, shared with the services that lock NAME
+    /// with it: redis-py, node-redlock, go-redsync, rslock, pottery, redis-semaphore,
+    /// python-redis-lock or redisson. NAME is that library's name of the lock, with no prefix
+    /// added; the command gets no fencing token (FENCELOCK_FENCE is empty).
+    #[arg(long, value_name = "LIBRARY", value_parser = parse_layout)]
+    layout: Option<Layout>,
     /// Lease of the lock: how long it outlives fencelock if fencelock dies (renewed every third).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     lease: Duration,
@@ -289,6 +301,11 @@ struct UnlockArgs {
     /// Required: this releases a lock someone else holds.
     #[arg(long)]
     force: bool,
+}
+
+/// A `--layout` by its library's name.
+fn parse_layout(name: &str) -> Result<Layout, fencelock::Error> {
+    name.parse()
 }
 
 /// A failure, with the exit code it maps to and the one-line message to print.
@@ -606,10 +623,16 @@ mod tests {
         assert_eq!(want(&["--read", "job"]).expect("read"), Want::Read);
         assert_eq!(want(&["--write", "job"]).expect("write"), Want::Write);
         assert_eq!(want(&["--fair", "job"]).expect("fair"), Want::Fair);
+        assert_eq!(
+            want(&["--layout", "python-redis-lock", "job"]).expect("foreign"),
+            Want::Foreign(fencelock::Layout::PythonRedisLock)
+        );
+        assert!(want(&["--layout", "redis", "job"]).is_err());
         for conflicting in [
             &["--read", "--write", "job"][..],
             &["--fair", "--semaphore", "2", "job"],
             &["--read", "--fair", "job"],
+            &["--layout", "redis-py", "--fair", "job"],
             &["--permits", "2", "job"],
             &["--semaphore", "0", "job"],
             &["--semaphore", "2", "--permits", "0", "job"],

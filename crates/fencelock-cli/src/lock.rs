@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use fencelock::{
-    Client, FairMutex, Guard, Holder, Lease, LockKind, LockOptions, Mutex, RwLock, Semaphore,
+    Client, FairMutex, ForeignMutex, Guard, Holder, Layout, Lease, LockKind, LockOptions, Mutex,
+    RwLock, Semaphore,
 };
 
 /// What `fencelock run` was asked to hold.
@@ -27,6 +28,15 @@ pub enum Want {
     Write,
     /// A fair mutex (`--fair`).
     Fair,
+    /// A mutex in another library's layout (`--layout`), shared with that library's locks.
+    Foreign(Layout),
+}
+
+impl Want {
+    /// Whether the lock gives a fencing token: every kind but a foreign layout's.
+    pub fn fences(self) -> bool {
+        !matches!(self, Want::Foreign(_))
+    }
 }
 
 /// How long to wait for the lock.
@@ -48,6 +58,7 @@ pub(crate) enum Lock {
     Read(RwLock, Holder),
     Write(RwLock, Holder),
     Fair(FairMutex),
+    Foreign(ForeignMutex),
 }
 
 impl Lock {
@@ -71,16 +82,30 @@ impl Lock {
             Want::Read => Lock::Read(client.rwlock_with_options(name, options)?, holder()?),
             Want::Write => Lock::Write(client.rwlock_with_options(name, options)?, holder()?),
             Want::Fair => Lock::Fair(client.fair_mutex_with_options(name, options)?),
+            Want::Foreign(layout) => {
+                Lock::Foreign(client.foreign_mutex_with_options(layout, name, options)?)
+            }
         })
     }
 
-    /// The kind `status` lists this lock as.
-    pub(crate) fn kind(&self) -> LockKind {
-        match self {
+    /// The kind `status` lists this lock as; none for a foreign layout's, which `status` does
+    /// not list.
+    pub(crate) fn kind(&self) -> Option<LockKind> {
+        Some(match self {
             Lock::Mutex(_) => LockKind::Mutex,
             Lock::Semaphore(..) => LockKind::Semaphore,
             Lock::Read(..) | Lock::Write(..) => LockKind::RwLock,
             Lock::Fair(_) => LockKind::FairMutex,
+            Lock::Foreign(_) => return None,
+        })
+    }
+
+    /// What messages call the lock: its kind, or its layout.
+    pub(crate) fn describe(&self) -> String {
+        match (self, self.kind()) {
+            (Lock::Foreign(f), _) => format!("lock in {}'s layout", f.layout()),
+            (_, Some(kind)) => kind.to_string(),
+            (_, None) => "lock".to_owned(),
         }
     }
 
@@ -124,6 +149,11 @@ impl Lock {
                 Wait::Forever => l.write_as(h).await?.into(),
             },
             Lock::Fair(f) => match wait {
+                Wait::No => f.try_lock().await?.into(),
+                Wait::AtMost(limit) => f.lock_timeout(limit).await?.into(),
+                Wait::Forever => f.lock().await?.into(),
+            },
+            Lock::Foreign(f) => match wait {
                 Wait::No => f.try_lock().await?.into(),
                 Wait::AtMost(limit) => f.lock_timeout(limit).await?.into(),
                 Wait::Forever => f.lock().await?.into(),

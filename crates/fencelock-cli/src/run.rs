@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::lock::{self, Lock};
+use crate::lock::{self, Lock, Want};
 use crate::{exit, output, Failure, LockPlan, RunPlan, Target};
 
 /// Before the first progress line of `--verbose`: a lock that is free within this long
@@ -26,7 +26,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Result<u8, Failure> {
     let mut signals = Signals::new()?;
     let taken = take(client, target, &plan.lock, &mut signals).await?;
-    let fence = taken.guard.fence().to_string();
+    let fence = fence_of(&taken.guard, plan.lock.want);
     let mut child = match spawn(&plan.command, &plan.lock.name, &fence, &[]) {
         Ok(child) => child,
         Err(failure) => {
@@ -58,7 +58,7 @@ pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Resu
 pub(crate) async fn hold(client: &Client, target: &Target, plan: LockPlan) -> Result<u8, Failure> {
     let mut signals = Signals::new()?;
     let taken = take(client, target, &plan, &mut signals).await?;
-    output::print(&format!("{}\n", taken.guard.fence()));
+    output::print(&format!("{}\n", fence_of(&taken.guard, plan.want)));
     tokio::select! {
         () = stdin_closed() => {}
         _ = signals.next() => {}
@@ -164,7 +164,7 @@ async fn acquire(
     if plan.busy.quiet {
         return Err(Failure::silent(code));
     }
-    let holder = who_holds(client, &plan.name, lock.kind()).await;
+    let holder = who_holds(client, &plan.name, lock).await;
     let message = match timeout {
         Some(e) => format!("{e}: {holder}"),
         None => format!("{holder}; not waiting (--no-wait)"),
@@ -185,7 +185,8 @@ async fn progress(client: &Client, lock: &Lock, name: &str) -> std::convert::Inf
                 output::describe(&info),
                 info.waiting_clients
             ),
-            None => format!("{} {name:?}, which is being released", lock.kind()),
+            None if lock.kind().is_none() => format!("{} {name:?}", lock.describe()),
+            None => format!("{} {name:?}, which is being released", lock.describe()),
         };
         eprintln!(
             "fencelock: waited {} for {state}",
@@ -196,7 +197,8 @@ async fn progress(client: &Client, lock: &Lock, name: &str) -> std::convert::Inf
 }
 
 /// What Redis tells of the lock of `kind` under `name`, if it is held.
-async fn find(client: &Client, name: &str, kind: LockKind) -> Option<fencelock::LockInfo> {
+async fn find(client: &Client, name: &str, kind: Option<LockKind>) -> Option<fencelock::LockInfo> {
+    let kind = kind?;
     client
         .locks_named(name)
         .await
@@ -204,11 +206,21 @@ async fn find(client: &Client, name: &str, kind: LockKind) -> Option<fencelock::
         .and_then(|locks| locks.into_iter().find(|info| info.kind == kind))
 }
 
-/// Who holds the lock of `kind` under `name`, as far as Redis tells, for messages.
-async fn who_holds(client: &Client, name: &str, kind: LockKind) -> String {
-    match find(client, name, kind).await {
+/// Who holds `lock` under `name`, as far as Redis tells, for messages.
+async fn who_holds(client: &Client, name: &str, lock: &Lock) -> String {
+    match find(client, name, lock.kind()).await {
         Some(info) => output::describe(&info),
-        None => format!("{kind} {name:?} is held"),
+        None => format!("{} {name:?} is held", lock.describe()),
+    }
+}
+
+/// The fence the command is given: none (empty) for a lock in a foreign layout, which has
+/// none.
+fn fence_of(guard: &Guard, want: Want) -> String {
+    if want.fences() {
+        guard.fence().to_string()
+    } else {
+        String::new()
     }
 }
 

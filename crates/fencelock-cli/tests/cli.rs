@@ -301,6 +301,55 @@ fn no_wait_against_a_held_lock_says_who_holds_it() {
 }
 
 #[test]
+fn a_run_with_a_layout_holds_the_other_library_s_key_without_a_fence() {
+    let server = RedisServer::start();
+    // While the command runs, the key is redis-py's own (the name, no prefix), its value a
+    // token, and the command is given no fence.
+    let script = "test -z \"$FENCELOCK_FENCE\" && redis-cli -u \"$REDIS_URL\" GET jobs:nightly";
+    let out = output(
+        &server,
+        &[
+            "run",
+            "--layout",
+            "redis-py",
+            "jobs:nightly",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().len() >= 16,
+        "a token under jobs:nightly: {out:?}"
+    );
+    assert_eq!(server.cli(&["EXISTS", "jobs:nightly"]), "0", "released");
+    // A redis-py holder (as `Lock(r, "jobs:nightly", timeout=30).acquire()` writes it) keeps
+    // the run out.
+    server.cli(&["SET", "jobs:nightly", "6f0e1d2c", "PX", "30000"]);
+    let out = output(
+        &server,
+        &[
+            "run",
+            "--layout",
+            "redis-py",
+            "--no-wait",
+            "jobs:nightly",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code(&out), 73, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lock in redis-py's layout \"jobs:nightly\" is held"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(server.cli(&["GET", "jobs:nightly"]), "6f0e1d2c");
+}
+
+#[test]
 fn status_json_describes_held_locks() {
     let server = RedisServer::start();
     let holder = Background {

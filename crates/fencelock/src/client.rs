@@ -10,9 +10,10 @@ use crate::core::notify::{Notifier, Source, Timing};
 use crate::core::observe;
 use crate::core::shared::Shared;
 use crate::error::{Error, Result};
-use crate::keys::LockKeys;
+use crate::keys::{Layout, LockKeys};
 use crate::kinds::election::Election;
 use crate::kinds::fair::FairMutex;
+use crate::kinds::foreign::ForeignMutex;
 use crate::kinds::multi::MultiMutex;
 use crate::kinds::mutex::Mutex;
 use crate::kinds::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
@@ -329,6 +330,62 @@ impl Client {
     ) -> Result<FairMutex> {
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         FairMutex::new(Arc::clone(&self.shared), keys, &options)
+    }
+
+    /// A mutex kept in another library's [`Layout`], so that this service and the services
+    /// that take the same lock with that library (redis-py, python-redis-lock, pottery,
+    /// node-redlock, redis-semaphore, go-redsync, rslock, Redisson) exclude each other. The key
+    /// is the one that library makes of `name` ([`Layout::key`]); the client's key prefix is
+    /// not added. See [`ForeignMutex`] for what it shares with them and what it does not give,
+    /// and [`topics::sharing`](crate::topics::sharing) for each library's options that must
+    /// agree.
+    ///
+    /// Making the handle talks to nobody.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for an empty or too long name, a name
+    /// that is not UTF-8 in a layout whose library names locks with text, or, on a cluster, a
+    /// python-redis-lock name whose key and signal list fall in different slots;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock client.
+    ///
+    /// # Examples
+    ///
+    /// See [`ForeignMutex`].
+    pub fn foreign_mutex(&self, layout: Layout, name: impl AsRef<[u8]>) -> Result<ForeignMutex> {
+        self.foreign_mutex_with_options(layout, name, LockOptions::default())
+    }
+
+    /// A mutex kept in another library's [`Layout`], with its own options. See
+    /// [`Client::foreign_mutex`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::foreign_mutex`]; [`Error::InvalidOption`](crate::Error::InvalidOption) for
+    /// a lease out of range, a lease of python-redis-lock's layout that is not whole seconds,
+    /// or a zero [`poll_interval`](LockOptions::poll_interval).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(client: fencelock::Client) -> Result<(), fencelock::Error> {
+    /// use std::time::Duration;
+    /// use fencelock::{Layout, Lease, LockOptions};
+    ///
+    /// // python-redis-lock's `Lock(r, "reports", expire=60, auto_renewal=True)`.
+    /// let options = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(60)));
+    /// let lock = client.foreign_mutex_with_options(Layout::PythonRedisLock, "reports", options)?;
+    /// # let _ = lock;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn foreign_mutex_with_options(
+        &self,
+        layout: Layout,
+        name: impl AsRef<[u8]>,
+        options: LockOptions,
+    ) -> Result<ForeignMutex> {
+        ForeignMutex::new(Arc::clone(&self.shared), layout, name.as_ref(), &options)
     }
 }
 

@@ -137,6 +137,150 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
+/// Which library's layout a lock is kept in: fencelock's own, or that of a lock library of
+/// another language, so that a Rust service and the services it shares a resource with take
+/// one lock ([`Client::foreign_mutex`](crate::Client::foreign_mutex)).
+///
+/// In every foreign layout the key is what that library makes of the name its own user passes,
+/// and no prefix of the client's ([`ClientOptions::prefix`](crate::ClientOptions::prefix)) is
+/// added: `Layout::RedisPy` and the name `jobs:nightly` keep the key `jobs:nightly`, as
+/// redis-py's `Lock(r, "jobs:nightly")` does. The layouts are told apart by their keys:
+///
+/// | layout | library | key of the name `N` | beside it |
+/// |---|---|---|---|
+/// | `RedisPy` | redis-py `Lock` (Python) | `N` | |
+/// | `NodeRedlock` | node-redlock 5 (Node) | `N` | |
+/// | `GoRedsync` | go-redsync 4 (Go) | `N` | |
+/// | `Rslock` | rslock (Rust) | `N` | |
+/// | `Pottery` | pottery `Redlock` (Python) | `redlock:N` | |
+/// | `RedisSemaphore` | redis-semaphore `Mutex` (Node) | `mutex:N` | |
+/// | `PythonRedisLock` | python-redis-lock (Python) | `lock:N` | the list `lock-signal:N` |
+/// | `Redisson` | Redisson `RLock` (Java) | `N` (a hash) | the channel `redisson_lock__channel:{N}` |
+///
+/// `RedisPy`, `NodeRedlock`, `GoRedsync` and `Rslock` keep one key and one value the same
+/// way, so any of them shares a lock with all four libraries.
+///
+/// # Examples
+///
+/// ```
+/// use fencelock::Layout;
+///
+/// assert_eq!(Layout::RedisPy.key("jobs:nightly"), b"jobs:nightly");
+/// assert_eq!(Layout::Pottery.key("jobs:nightly"), b"redlock:jobs:nightly");
+/// assert_eq!("python-redis-lock".parse::<Layout>()?, Layout::PythonRedisLock);
+/// # Ok::<(), fencelock::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Layout {
+    /// redis-py's `Lock`: the key `N`, a random token, `SET NX PX`.
+    RedisPy,
+    /// node-redlock 5 on one server: as redis-py's.
+    NodeRedlock,
+    /// go-redsync 4 on one server: as redis-py's.
+    GoRedsync,
+    /// rslock: as redis-py's (its tokens are raw bytes, compared as such).
+    Rslock,
+    /// pottery's `Redlock` on one server: the key `redlock:N`.
+    Pottery,
+    /// redis-semaphore's `Mutex`: the key `mutex:N`.
+    RedisSemaphore,
+    /// python-redis-lock 4: the key `lock:N` with an expiry in whole seconds, and the signal
+    /// list `lock-signal:N` that each release fills to wake one waiter.
+    PythonRedisLock,
+    /// Redisson's `RLock`: a hash at `N` whose field `<client id>:<thread id>` counts its
+    /// holder's entries, and the unlock message `0` on `redisson_lock__channel:{N}`.
+    Redisson,
+}
+
+impl Layout {
+    /// Every layout, in the order of the table above.
+    pub const ALL: [Layout; 8] = [
+        Layout::RedisPy,
+        Layout::NodeRedlock,
+        Layout::GoRedsync,
+        Layout::Rslock,
+        Layout::Pottery,
+        Layout::RedisSemaphore,
+        Layout::PythonRedisLock,
+        Layout::Redisson,
+    ];
+
+    /// The layout's name, as the CLI's `--layout` and [`FromStr`](std::str::FromStr) take it:
+    /// `redis-py`, `node-redlock`, `go-redsync`, `rslock`, `pottery`, `redis-semaphore`,
+    /// `python-redis-lock`, `redisson`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::RedisPy => "redis-py",
+            Layout::NodeRedlock => "node-redlock",
+            Layout::GoRedsync => "go-redsync",
+            Layout::Rslock => "rslock",
+            Layout::Pottery => "pottery",
+            Layout::RedisSemaphore => "redis-semaphore",
+            Layout::PythonRedisLock => "python-redis-lock",
+            Layout::Redisson => "redisson",
+        }
+    }
+
+    /// The lock's key in Redis for the name `name`, as the layout's library makes it.
+    pub fn key(self, name: impl AsRef<[u8]>) -> Vec<u8> {
+        let prefix: &[u8] = match self {
+            Layout::Pottery => b"redlock:",
+            Layout::RedisSemaphore => b"mutex:",
+            Layout::PythonRedisLock => b"lock:",
+            _ => b"",
+        };
+        [prefix, name.as_ref()].concat()
+    }
+
+    /// Whether the layout's library names its locks with text: a name of other bytes is
+    /// refused, since that library could not take the same lock.
+    pub(crate) fn names_are_text(self) -> bool {
+        !matches!(self, Layout::RedisPy | Layout::GoRedsync | Layout::Rslock)
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = Error;
+
+    /// A layout by its [`name`](Layout::name).
+    fn from_str(name: &str) -> Result<Layout> {
+        Layout::ALL
+            .into_iter()
+            .find(|layout| layout.name() == name)
+            .ok_or_else(|| Error::InvalidOption {
+                option: "layout",
+                reason: format!(
+                    "{name:?} is none of {}",
+                    Layout::ALL.map(Layout::name).join(", ")
+                ),
+            })
+    }
+}
+
+/// python-redis-lock's signal list of the name `name`: `lock-signal:<name>`.
+pub(crate) fn signal_list(name: &[u8]) -> Vec<u8> {
+    [b"lock-signal:".as_slice(), name].concat()
+}
+
+/// Redisson's unlock channel of the lock `name` (its `prefixName("redisson_lock__channel",
+/// name)`): `redisson_lock__channel:{<name>}`, or without the added braces when the name has a
+/// `{` of its own.
+pub(crate) fn redisson_channel(name: &[u8]) -> Vec<u8> {
+    const CHANNEL: &[u8] = b"redisson_lock__channel:";
+    if name.contains(&b'{') {
+        [CHANNEL, name].concat()
+    } else {
+        [CHANNEL, b"{", name, b"}"].concat()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +321,20 @@ mod tests {
     fn binary_names_are_kept_byte_for_byte() {
         let k = keys(&[0, 255, b':']);
         assert_eq!(k.key("m"), b"fencelock:{\x00\xff:}:m");
+    }
+
+    #[test]
+    fn foreign_layouts_name_keys_as_their_libraries_do() {
+        for layout in Layout::ALL {
+            assert_eq!(layout.name().parse::<Layout>().ok(), Some(layout));
+        }
+        assert!("redis".parse::<Layout>().is_err());
+        assert_eq!(Layout::GoRedsync.key("a:b"), b"a:b");
+        assert_eq!(Layout::RedisSemaphore.key("a"), b"mutex:a");
+        assert_eq!(Layout::PythonRedisLock.key("a"), b"lock:a");
+        assert_eq!(signal_list(b"a"), b"lock-signal:a");
+        assert_eq!(redisson_channel(b"a"), b"redisson_lock__channel:{a}");
+        assert_eq!(redisson_channel(b"{a}:b"), b"redisson_lock__channel:{a}:b");
     }
 
     #[test]

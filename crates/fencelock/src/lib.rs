@@ -35,9 +35,10 @@ pub use check::DeploymentWarning;
 pub use client::Client;
 pub use connect::{Deployment, IntoDeployment};
 pub use error::{Error, Optional, Result};
-pub use keys::MAX_NAME_LEN;
+pub use keys::{Layout, MAX_NAME_LEN};
 pub use kinds::election::{Election, Leader, LeaderWatch, Leadership};
 pub use kinds::fair::{FairMutex, FairMutexGuard};
+pub use kinds::foreign::{ForeignMutex, ForeignMutexGuard};
 pub use kinds::multi::{MultiMutex, MultiMutexGuard, MAX_MULTI_NAMES};
 pub use kinds::mutex::{Mutex, MutexGuard};
 pub use kinds::reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
@@ -119,6 +120,14 @@ pub mod topics {
     #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/production.md")]
     pub mod production {}
+
+    /// Sharing locks with services in other languages: for each library whose layout a
+    /// [`ForeignMutex`](crate::ForeignMutex) keeps, what is shared, what is not, the options
+    /// that must agree on both sides, and what fencelock's own layout gives that theirs cannot.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/sharing.md")]
+    pub mod sharing {}
 }
 
 #[cfg(test)]

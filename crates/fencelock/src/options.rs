@@ -615,6 +615,7 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
 pub struct LockOptions {
     pub(crate) lease: Option<Lease>,
     pub(crate) wait_timeout: Option<Duration>,
+    pub(crate) poll_interval: Option<Duration>,
 }
 
 impl LockOptions {
@@ -631,6 +632,16 @@ impl LockOptions {
     /// [`Error::Timeout`]; the `*_timeout` forms take their own limit. Default: no limit.
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
+        self
+    }
+
+    /// How often a waiter of a [`ForeignMutex`](crate::ForeignMutex) tries again where its
+    /// layout announces no release to it (every layout but Redisson's), jittered down to half
+    /// of it; never later than the holder's expiry. Locks of fencelock's own layout are woken
+    /// by their releases and ignore it. Default: 100 ms, redis-py's own pause between tries.
+    /// Zero is refused when the lock is made.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
         self
     }
 }

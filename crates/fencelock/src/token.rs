@@ -50,6 +50,12 @@ impl OwnerToken {
         )))
     }
 
+    /// A token laid out as another library's holders are (a Redisson holder's field): it
+    /// names no client of ours, and no release of ours is addressed to it.
+    pub(crate) fn foreign(token: String) -> Self {
+        OwnerToken(token)
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

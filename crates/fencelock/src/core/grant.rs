@@ -111,7 +111,7 @@ async fn wait_for_grant<K: Kind>(
                 waited: now - started,
             });
         }
-        let wake_at = now + nap(shared.options.wake_fallback, remaining);
+        let wake_at = now + nap(grant.retry_interval(), remaining);
         let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
         let woken = pin!(async {
             Ok(tokio::time::timeout_at(wake_at, waiters.woken())
@@ -276,7 +276,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
         }
         Ok(Attempt {
             grant,
-            token: OwnerToken::of_client(&shared.id)?,
+            token: grant.new_token()?,
             armed: false,
             waits,
             refused_at: None,
@@ -310,7 +310,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             .await;
         if outcome.spent {
             lock.shared.keeper.release(release_of(grant, &self.token));
-            self.token = OwnerToken::of_client(&lock.shared.id)?;
+            self.token = grant.new_token()?;
             self.refused_at = None;
             self.armed = false;
         }

@@ -80,6 +80,24 @@ pub trait Kind: Send + Sync + 'static {
         Target::Any
     }
 
+    /// A fresh token for an attempt: by default one that names this lock's client
+    /// ([`OwnerToken::of_client`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Entropy`](crate::Error::Entropy) when no random bits could be drawn.
+    fn new_token(&self) -> Result<OwnerToken> {
+        OwnerToken::of_client(&self.lock().shared.id)
+    }
+
+    /// The longest a refused waiter sleeps before it tries again when no release wakes it
+    /// (jittered down to half, and cut to the holder's remaining lease): by default the
+    /// client's [`wake_fallback`](crate::ClientOptions::wake_fallback), for kinds whose
+    /// releases are announced.
+    fn retry_interval(&self) -> Duration {
+        self.lock().shared.options.wake_fallback
+    }
+
     /// On several nodes: the script that raises the fence of `token`'s grant on a node that
     /// granted it to at least `fence`, replying `1` when that node now remembers it. Only for
     /// kinds [`ON_SEVERAL_NODES`](Kind::ON_SEVERAL_NODES).

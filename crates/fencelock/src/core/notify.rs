@@ -61,12 +61,18 @@ pub enum Target {
     Token(Vec<u8>),
     /// Releases addressed to this token, and releases addressed to nobody in particular.
     AnyOrToken(Vec<u8>),
+    /// Releases announced with exactly this message, each waking one waiter, and releases
+    /// addressed to nobody in particular: another library's announcements (Redisson's `0`).
+    Message(Vec<u8>),
 }
 
 impl Target {
     /// Whether a release that names no waiter may wake this one.
     fn takes_any(&self) -> bool {
-        matches!(self, Target::Any | Target::AnyOrToken(_))
+        matches!(
+            self,
+            Target::Any | Target::AnyOrToken(_) | Target::Message(_)
+        )
     }
 
     /// Whether a release addressed by `payload` is meant for this waiter: `Some(None)` when
@@ -372,6 +378,13 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
     let Some(slots) = registry.channels.get_mut(channel) else {
         return;
     };
+    if slots
+        .iter()
+        .any(|slot| matches!(&slot.target, Target::Message(m) if m == payload))
+    {
+        wake_any(slots, 1);
+        return;
+    }
     match payload {
         [] | [b'~', ..] => wake_any(slots, 1),
         b"*" => slots.iter_mut().for_each(Slot::wake),

@@ -5,6 +5,7 @@
 
 pub(crate) mod election;
 pub(crate) mod fair;
+pub(crate) mod foreign;
 pub(crate) mod multi;
 pub(crate) mod mutex;
 pub(crate) mod reentrant;

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Deployment, DeploymentWarning, Error, Lease, LockOptions};
+use fencelock::{
+    Client, ClientOptions, Deployment, DeploymentWarning, Error, Layout, Lease, LockOptions,
+};
 use fencelock_testkit::RedisCluster;
 
 /// Long enough that a waiter woken in time was woken by a release announcement.
@@ -312,6 +314,74 @@ async fn a_multi_lock_over_several_slots_is_refused_with_a_typed_error() {
         Err(Error::Unsupported { .. }) => {}
         other => panic!("expected Unsupported, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_layouts_run_on_the_master_of_their_key_s_slot() {
+    let cluster = blocking(RedisCluster::start);
+    let (a, b) = (client(&cluster).await, client(&cluster).await);
+    // Redisson's unlock message, sharded on the slot of the lock's name, wakes a waiter whose
+    // fallback is longer than the test.
+    let held = a
+        .foreign_mutex(Layout::Redisson, "invoices")
+        .expect("name")
+        .lock()
+        .await
+        .expect("lock");
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.foreign_mutex(Layout::Redisson, "invoices")
+                .expect("name")
+                .lock_timeout(LIMIT)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = Instant::now();
+    held.unlock().await.expect("unlock");
+    waiter
+        .await
+        .expect("task")
+        .expect("woken by the message")
+        .unlock()
+        .await
+        .expect("unlock");
+    assert!(released.elapsed() < Duration::from_secs(5));
+
+    // python-redis-lock's key and signal list must share a slot: a hash tag makes them.
+    let whole_seconds = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(2)));
+    let untagged = (0..64)
+        .map(|n| format!("reports-{n}"))
+        .find(|name| {
+            RedisCluster::slot_of(format!("lock:{name}"))
+                != RedisCluster::slot_of(format!("lock-signal:{name}"))
+        })
+        .expect("a name whose two keys fall in two slots");
+    assert!(matches!(
+        a.foreign_mutex_with_options(Layout::PythonRedisLock, &untagged, whole_seconds.clone()),
+        Err(Error::InvalidName { .. })
+    ));
+    let tagged = a
+        .foreign_mutex_with_options(Layout::PythonRedisLock, "{reports}", whole_seconds)
+        .expect("one slot");
+    tagged
+        .lock()
+        .await
+        .expect("lock")
+        .unlock()
+        .await
+        .expect("unlock");
+    let plain = a
+        .foreign_mutex(Layout::RedisPy, "jobs:nightly")
+        .expect("name");
+    plain
+        .lock()
+        .await
+        .expect("lock")
+        .unlock()
+        .await
+        .expect("unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

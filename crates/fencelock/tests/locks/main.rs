@@ -15,6 +15,7 @@ mod election;
 mod examples;
 mod fair;
 mod faults;
+mod foreign;
 mod inspect;
 mod memory;
 mod multi;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Deployment, Error, Lease, LockOptions, Optional};
+use fencelock::{Client, ClientOptions, Deployment, Error, Layout, Lease, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 
 /// Bounds each wait of the test.
@@ -44,7 +44,7 @@ local redis = (function(real, keys)
     HGET = true, HSET = true, HSETNX = true, HDEL = true, HEXISTS = true,
     HGETALL = true, HINCRBY = true,
     ZADD = true, ZREM = true, ZRANGE = true, ZRANGEBYSCORE = true, ZSCORE = true,
-    ZCARD = true, ZPOPMIN = true,
+    ZCARD = true, ZPOPMIN = true, LPUSH = true,
   }
   local every_key = {DEL = true, EXISTS = true}
   local function refuse(what)
@@ -593,6 +593,36 @@ async fn every_primitive(a: &Client, b: &Client) {
         .expect("extend");
     renewals().await;
     leadership.resign().await.expect("resign");
+
+    // ForeignMutex, one per family of layouts: a waiter (woken by Redisson's unlock message,
+    // polling in the others), extension, renewal, the release.
+    for layout in [Layout::RedisPy, Layout::PythonRedisLock, Layout::Redisson] {
+        let options = LockOptions::default().lease(Lease::Renewed(Duration::from_secs(1)));
+        let foreign = a
+            .foreign_mutex_with_options(layout, "foreign", options.clone())
+            .expect("name");
+        let held = foreign.lock().await.expect("lock");
+        let waiter = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                b.foreign_mutex_with_options(layout, "foreign", options)
+                    .expect("name")
+                    .lock_timeout(LIMIT)
+                    .await
+            })
+        };
+        assert!(foreign.try_lock().await.optional().expect("try").is_none());
+        held.extend(Duration::from_secs(2)).await.expect("extend");
+        renewals().await;
+        held.unlock().await.expect("unlock");
+        waiter
+            .await
+            .expect("task")
+            .expect("in after the release")
+            .unlock()
+            .await
+            .expect("unlock");
+    }
 
     // Inspection and a forced release of every kind held under one name, with a fair
     // mutex's waiter in line.

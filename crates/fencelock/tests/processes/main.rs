@@ -12,6 +12,7 @@ mod election;
 mod fair;
 mod multi;
 mod mutex;
+mod peers;
 mod rwlock;
 mod semaphore;
 mod shutdown;
@@ -22,22 +23,24 @@ use fencelock_testkit::process::{run_scenarios, worker_role};
 type Named = &'static [(&'static str, fn())];
 
 /// Every module's scenarios.
-const SCENARIOS: [Named; 7] = [
+const SCENARIOS: [Named; 8] = [
     election::SCENARIOS,
     fair::SCENARIOS,
     multi::SCENARIOS,
     mutex::SCENARIOS,
+    peers::SCENARIOS,
     rwlock::SCENARIOS,
     semaphore::SCENARIOS,
     shutdown::SCENARIOS,
 ];
 
 /// Every module's worker roles.
-const WORKERS: [Named; 7] = [
+const WORKERS: [Named; 8] = [
     common::handoff::WORKERS,
     election::WORKERS,
     multi::WORKERS,
     mutex::WORKERS,
+    peers::WORKERS,
     rwlock::WORKERS,
     semaphore::WORKERS,
     shutdown::WORKERS,

@@ -1,0 +1,462 @@
+//! Locks kept in another library's layout, so that a Rust service takes the same lock as the
+//! Python, Node, Go or Java services it shares a resource with: [`Layout`] (`keys.rs`, with the
+//! keys each library names) says which library, [`ForeignMutex`] is the lock. One file per
+//! layout family owns its scripts:
+//!
+//! - `token.rs`: redis-py's `Lock`, node-redlock, go-redsync, pottery, redis-semaphore's
+//!   `Mutex` and rslock, one string key holding a random token;
+//! - `python_redis_lock.rs`: python-redis-lock, the same with a signal list that wakes waiters;
+//! - `redisson.rs`: Redisson's `RLock`, a hash of its holder's entries and an unlock channel.
+//!
+//! No prefix of the client's is added: the key is what the other library makes of the name.
+
+mod python_redis_lock;
+mod redisson;
+mod token;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::transport::script::Invocation;
+
+use crate::core::grant;
+use crate::core::guard::Guard;
+use crate::core::keeper::{RenewKind, Renewal};
+use crate::core::kind::{Kind, Lock};
+use crate::core::notify::Target;
+use crate::core::shared::Shared;
+use crate::error::{Error, Result};
+use crate::keys::{redisson_channel, signal_list, Layout, LockKeys};
+use crate::options::{Lease, LockOptions};
+use crate::token::OwnerToken;
+use crate::transport::conn::Conn;
+
+/// How often a waiter tries again where nothing announces a release, unless its options say:
+/// redis-py's own pause between tries.
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How a layout keeps a lock: what is written once per family of layouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    /// One string key holding a token.
+    Token,
+    /// A token's key and a signal list.
+    PythonRedisLock,
+    /// A hash of the holder's entries, and an unlock channel.
+    Redisson,
+}
+
+impl Family {
+    fn of(layout: Layout) -> Family {
+        match layout {
+            Layout::PythonRedisLock => Family::PythonRedisLock,
+            Layout::Redisson => Family::Redisson,
+            _ => Family::Token,
+        }
+    }
+}
+
+/// A mutex kept in another library's [`Layout`]: it and that library's lock of the same name
+/// exclude each other, and each side's release frees it for the other.
+///
+/// It keeps everything else of this crate's locks: a lease renewed in the background while
+/// the guard lives, the lost signal when a renewal finds the lock gone or taken, waits with
+/// a deadline, [`using`](ForeignMutex::using), cancel-safe acquires, the
+/// [`blocking`](crate::blocking) façade. What the other library's layout has no room for, it
+/// does not give: no fencing token (its guard's [`fence`](Guard::fence) is 1 for every
+/// grant, which fences nothing: never pass it on), no fair order among waiters, no wake of one chosen
+/// waiter per release. A release wakes the other library's waiters where its layout lets it
+/// (python-redis-lock's signal list, Redisson's unlock message); our waiters in Redisson's
+/// layout are woken by the unlock message of either side, and in the other layouts, where
+/// nothing is announced to them, try again every [`poll_interval`](LockOptions::poll_interval),
+/// as those libraries' waiters do.
+///
+/// It runs on one server, Sentinel or Cluster; a RedLock client (several masters) refuses it.
+///
+/// Use it to join locks that services in other languages already take. For locks only Rust
+/// services take, use [`Mutex`](crate::Mutex): it fences, and hands off with one wake.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), fencelock::Error> {
+/// # let server = fencelock_testkit::RedisServer::start();
+/// # let url = server.url();
+/// use fencelock::Layout;
+///
+/// let client = fencelock::Client::connect(url.as_str()).await?;
+/// // The lock a Python service takes with `redis.Redis().lock("jobs:nightly")`.
+/// let lock = client.foreign_mutex(Layout::RedisPy, "jobs:nightly")?;
+/// let guard = lock.lock().await?;
+/// assert!(lock.try_lock().await.is_err());
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ForeignMutex {
+    grant: Arc<ForeignGrant>,
+}
+
+/// Proof of holding a [`ForeignMutex`]: a [`Guard`](crate::Guard) whose fence is always 1: the
+/// layouts have no fencing token.
+pub type ForeignMutexGuard = Guard<ForeignGrant>;
+
+/// A foreign mutex's layout, keys and settings, computed once per handle: what its grants are
+/// of.
+pub struct ForeignGrant {
+    lock: Lock,
+    layout: Layout,
+    family: Family,
+    /// The lock's key, as the other library names it.
+    key: Vec<u8>,
+    /// python-redis-lock's signal list; empty in the other layouts.
+    signal: Vec<u8>,
+    /// Redisson's unlock channel; empty in the other layouts.
+    channel: Vec<u8>,
+    /// How long a waiter pauses between tries where no release is announced.
+    poll: Duration,
+}
+
+impl ForeignMutex {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        layout: Layout,
+        name: &[u8],
+        options: &LockOptions,
+    ) -> Result<Self> {
+        // Validates the name's length; the prefix is none of the other library's.
+        let keys = LockKeys::new("", name)?;
+        if layout.names_are_text() && std::str::from_utf8(name).is_err() {
+            return Err(Error::InvalidName {
+                reason: "the name is not UTF-8, and the layout's library names locks with text",
+            });
+        }
+        let family = Family::of(layout);
+        let poll = options.poll_interval.unwrap_or(DEFAULT_POLL_INTERVAL);
+        if poll.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "poll_interval",
+                reason: "a waiter must pause between tries: it is zero".to_owned(),
+            });
+        }
+        let key = layout.key(name);
+        let (signal, channel) = match family {
+            Family::Token => (Vec::new(), Vec::new()),
+            Family::PythonRedisLock => (signal_list(name), Vec::new()),
+            Family::Redisson => (Vec::new(), redisson_channel(name)),
+        };
+        let lock = Lock::new::<ForeignGrant>(shared, keys, options)?;
+        if family == Family::PythonRedisLock && lock.lease_ms % 1000 != 0 {
+            return Err(Error::InvalidOption {
+                option: "lease",
+                reason: format!(
+                    "python-redis-lock keeps its expiry in whole seconds, and {:?} is not",
+                    lock.lease.duration()
+                ),
+            });
+        }
+        let conn = lock.shared.nodes.first();
+        let beside = if signal.is_empty() { &channel } else { &signal };
+        if !beside.is_empty() && conn.shard_of(&key) != conn.shard_of(beside) {
+            return Err(Error::InvalidName {
+                reason: "on a cluster, the lock's key and its signal list or channel fall in \
+                         different slots: give the name a hash tag, such as {jobs}:nightly",
+            });
+        }
+        Ok(ForeignMutex {
+            grant: Arc::new(ForeignGrant {
+                lock,
+                layout,
+                family,
+                key,
+                signal,
+                channel,
+                poll,
+            }),
+        })
+    }
+
+    /// The lock's name (lossily decoded where it is not UTF-8).
+    pub fn name(&self) -> &str {
+        &self.grant.lock.name
+    }
+
+    /// The layout the lock is kept in.
+    pub fn layout(&self) -> Layout {
+        self.grant.layout
+    }
+
+    /// The lock's key in Redis, as the other library names it.
+    pub fn key(&self) -> &[u8] {
+        &self.grant.key
+    }
+
+    /// The lease each grant of this lock gets.
+    pub fn lease(&self) -> Lease {
+        self.grant.lock.lease
+    }
+
+    /// Waits until the lock is acquired, or until the lock's
+    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
+    ///
+    /// While another owner holds it (a holder of this crate or of the other library), the
+    /// caller tries again: in Redisson's layout when a release is announced on its channel (or,
+    /// if an announcement is lost, at most the client's
+    /// [`wake_fallback`](crate::ClientOptions::wake_fallback) later), in the others every
+    /// [`poll_interval`](crate::LockOptions::poll_interval), jittered down to half of it; never
+    /// later than the holder's expiry. While Redis cannot be reached, as
+    /// [`Mutex::lock`](crate::Mutex::lock) does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
+    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another Redis type (a
+    /// lock of another layout under the same key); [`Error::Redis`](crate::Error::Redis) when
+    /// Redis stays unreachable, as for [`Mutex::lock`](crate::Mutex::lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a grant whose reply had not come back when the future was dropped is
+    /// released in the background, by its token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// use fencelock::Layout;
+    ///
+    /// let lock = client.foreign_mutex(Layout::Redisson, "invoices")?;
+    /// let first = lock.lock().await?;
+    /// let waiter = tokio::spawn({
+    ///     let lock = lock.clone();
+    ///     async move { lock.lock().await.map(|guard| guard.name().to_owned()) }
+    /// });
+    /// first.unlock().await?; // publishes Redisson's unlock message, which wakes the waiter
+    /// assert_eq!(waiter.await.expect("task")?, "invoices");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self) -> Result<ForeignMutexGuard> {
+        let held = grant::acquire(&self.grant, self.grant.lock.wait_timeout).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Waits at most `timeout` for the lock. See [`ForeignMutex::lock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout` when the lock was still held;
+    /// otherwise as [`ForeignMutex::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ForeignMutex::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: fencelock::ForeignMutex) -> Result<(), fencelock::Error> {
+    /// use std::time::Duration;
+    /// match lock.lock_timeout(Duration::from_secs(2)).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(fencelock::Error::Timeout { .. }) => println!("a service holds it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock_timeout(&self, timeout: Duration) -> Result<ForeignMutexGuard> {
+        let held = grant::acquire(&self.grant, Some(timeout)).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Tries once to take the lock, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its
+    /// expiry still runs (`None` for a holder without one, as a redis-py lock taken without a
+    /// timeout); otherwise as [`ForeignMutex::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ForeignMutex::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// use fencelock::{Layout, Optional};
+    ///
+    /// let lock = client.foreign_mutex(Layout::Pottery, "printer")?;
+    /// let guard = lock.try_lock().await?;
+    /// assert!(lock.try_lock().await.optional()?.is_none());
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self) -> Result<ForeignMutexGuard> {
+        let held = grant::try_acquire(&self.grant).await?;
+        Ok(Guard::new(held))
+    }
+
+    /// Waits for the lock as [`lock`](ForeignMutex::lock) does, runs `work` while it is held,
+    /// and releases it, as [`Guard::using`] does without a fence to give `work`: its value
+    /// comes back once the release confirmed that the lock was held throughout, and `work` is
+    /// stopped (its future dropped) if the lock is lost first.
+    ///
+    /// # Errors
+    ///
+    /// As [`ForeignMutex::lock`] while waiting, then as [`Guard::using`]:
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran or
+    /// before its release.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`ForeignMutex::lock`] while waiting; afterwards dropping the future
+    /// drops `work` and releases the lock in the background.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// use fencelock::Layout;
+    ///
+    /// let lock = client.foreign_mutex(Layout::NodeRedlock, "exports")?;
+    /// let rows = lock.using(|| async { 42 }).await?;
+    /// assert_eq!(rows, 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock().await?.using(|_| work()).await
+    }
+}
+
+impl fmt::Debug for ForeignMutex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ForeignMutex")
+            .field("layout", &self.grant.layout)
+            .field("lock", &self.grant.lock)
+            .finish()
+    }
+}
+
+impl Guard<ForeignGrant> {
+    /// The layout the lock is kept in.
+    pub fn layout(&self) -> Layout {
+        self.held.grant().layout
+    }
+}
+
+impl ForeignGrant {
+    fn conn(&self) -> &Conn {
+        self.lock.shared.nodes.first()
+    }
+}
+
+impl Kind for ForeignGrant {
+    const NAME: &'static str = "foreign-mutex";
+    const GUARD: &'static str = "ForeignMutexGuard";
+
+    fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// The lock's key: what a `WAIT` for replicas is routed by. Releases are announced on
+    /// [`wake_channels`](Kind::wake_channels) only.
+    fn wake_channel(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Redisson's channel; none in the layouts whose waiters poll.
+    fn wake_channels(&self) -> impl Iterator<Item = &[u8]> {
+        (!self.channel.is_empty())
+            .then_some(self.channel.as_slice())
+            .into_iter()
+    }
+
+    fn acquire(&self, token: &OwnerToken, _waits: bool, _refused: bool) -> Invocation {
+        match self.family {
+            Family::Token => token::acquire(self.conn(), &self.key, token, self.lock.lease_ms),
+            Family::PythonRedisLock => {
+                python_redis_lock::acquire(self.conn(), &self.key, token, self.lock.lease_ms / 1000)
+            }
+            Family::Redisson => {
+                redisson::acquire(self.conn(), &self.key, token, self.lock.lease_ms)
+            }
+        }
+    }
+
+    fn release(&self, token: &OwnerToken) -> Invocation {
+        match self.family {
+            Family::Token => token::release(self.conn(), &self.key, token),
+            Family::PythonRedisLock => {
+                python_redis_lock::release(self.conn(), &self.key, &self.signal, token)
+            }
+            Family::Redisson => redisson::release(self.conn(), &self.key, &self.channel, token),
+        }
+    }
+
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
+        match self.family {
+            Family::Token | Family::PythonRedisLock => {
+                token::extend(self.conn(), &self.key, token, lease_ms)
+            }
+            Family::Redisson => redisson::extend(self.conn(), &self.key, token, lease_ms),
+        }
+    }
+
+    fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {
+        let kind = match self.family {
+            Family::Token | Family::PythonRedisLock => RenewKind::Value,
+            Family::Redisson => RenewKind::HashField,
+        };
+        vec![Renewal {
+            key: self.key.clone(),
+            member: token.as_str().to_owned(),
+            kind,
+        }]
+    }
+
+    fn wake_target(&self, _token: &OwnerToken) -> Target {
+        Target::Message(redisson::UNLOCK_MESSAGE.to_vec())
+    }
+
+    fn new_token(&self) -> Result<OwnerToken> {
+        let client = &self.lock.shared.id;
+        match self.family {
+            Family::Redisson => Ok(redisson::new_holder(client)),
+            Family::Token | Family::PythonRedisLock => OwnerToken::of_client(client),
+        }
+    }
+
+    fn retry_interval(&self) -> Duration {
+        if self.channel.is_empty() {
+            self.poll
+        } else {
+            self.lock.shared.options.wake_fallback
+        }
+    }
+
+    fn describe(&self, guard: &mut fmt::DebugStruct<'_, '_>) {
+        guard.field("layout", &self.layout);
+    }
+}
