@@ -9,8 +9,17 @@
 -- stored last token breaks ties within one microsecond and covers backward
 -- steps shorter than the key's lifetime. Microseconds since 1970 stay below
 -- 2^53, so Lua's doubles hold them exactly.
+-- server_time() is the server's clock as TIME gives it, read once per script
+-- (Valkey stops it while a script runs anyway): a release that checks its
+-- waiters' places and grants a fence asks for it once.
+local server_time_read
+local function server_time()
+  server_time_read = server_time_read or redis.call('TIME')
+  return server_time_read
+end
+
 local function fence_after(last)
-  local now = redis.call('TIME')
+  local now = server_time()
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
   if last and last >= fence then
     fence = last + 1

@@ -39,12 +39,15 @@ local function refuse(wait_ms)
       local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
       redis.call('ZADD', KEYS[2], (tonumber(last) or 0) + 1, member)
     end
-    -- Both sets live as long as the place that ends last. Both always get the
-    -- same expiry, so one tells it. Clients with other fallbacks take places
-    -- of other lengths: a shorter place must not cut a longer one short.
+    -- Both sets live at least as long as the place that ends last. Both always
+    -- get the same expiry, so one tells it. Clients with other fallbacks take
+    -- places of other lengths: a shorter place must not cut a longer one
+    -- short. They get twice the place, so that the refusals of the next
+    -- place's length find them long enough and send no PEXPIRE (a place past
+    -- its end is dropped by its score).
     if redis.call('PTTL', KEYS[3]) < place then
-      redis.call('PEXPIRE', KEYS[2], place)
-      redis.call('PEXPIRE', KEYS[3], place)
+      redis.call('PEXPIRE', KEYS[2], 2 * place)
+      redis.call('PEXPIRE', KEYS[3], 2 * place)
     end
   end
   return {0, wait_ms}

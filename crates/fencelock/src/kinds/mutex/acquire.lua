@@ -27,9 +27,11 @@ local function refuse(value, pttl)
   if place > 0 then
     redis.call('ZADD', KEYS[2], server_ms() + place, member)
     -- Every place of one client lasts as long; a shorter one must not cut
-    -- another client's longer place short.
+    -- another client's longer place short. The set is given twice the place,
+    -- so that the refusals of the next place's length find it long enough
+    -- and send no PEXPIRE (a place past its end is skipped by its score).
     if redis.call('PTTL', KEYS[2]) < place then
-      redis.call('PEXPIRE', KEYS[2], place)
+      redis.call('PEXPIRE', KEYS[2], 2 * place)
     end
   end
   if waits and not is_marked(value) then

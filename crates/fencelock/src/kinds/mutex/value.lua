@@ -73,7 +73,7 @@ local function channel_of(base, waiter)
 end
 
 local function server_ms()
-  local t = redis.call('TIME')
+  local t = server_time()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
