@@ -425,7 +425,6 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
 }
 
 async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
-    let options = options.holder_label(holder_label());
     let deployment = match target {
         Target::Single(url) => Deployment::server(url.as_str()),
         Target::RedLock(masters) => Deployment::redlock(masters.iter().map(String::as_str)),
@@ -444,12 +443,7 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
 
 /// `host/pid`, shown to operators as the holder of this process's locks.
 fn holder_label() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().replace(':', "_"))
-        .unwrap_or_else(|_| "unknown-host".to_owned());
-    let mut label = format!("{host}/{}", std::process::id());
-    label.truncate(128);
-    label
+    ClientOptions::process_label()
 }
 
 async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failure> {

@@ -28,3 +28,4 @@ mod semaphore;
 mod sentinel;
 mod shutdown;
 mod usage;
+mod waits;

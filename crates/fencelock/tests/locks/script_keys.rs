@@ -19,9 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fencelock::{
-    Client, ClientOptions, Deployment, Error, Lease, LockOptions, Optional,
-};
+use fencelock::{Client, ClientOptions, Deployment, Error, Lease, LockOptions, Optional};
 use fencelock_testkit::RedisServer;
 
 /// Bounds each wait of the test.
