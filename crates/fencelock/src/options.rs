@@ -665,6 +665,8 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
 pub struct LockOptions {
     pub(crate) lease: Option<Lease>,
     pub(crate) wait_timeout: Option<Duration>,
+    pub(crate) deadlock_check: Option<Duration>,
+    pub(crate) record_wait: Option<Duration>,
 }
 
 impl LockOptions {
@@ -681,6 +683,52 @@ impl LockOptions {
     /// [`Error::Timeout`]; the `*_timeout` forms take their own limit. Default: no limit.
     pub fn wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
+        self
+    }
+
+    /// Checks for a deadlock, as PostgreSQL's `deadlock_timeout` does: a waiter that has waited
+    /// `after` (1 s is PostgreSQL's default) records its wait in Redis and reads the waits
+    /// every other such waiter recorded; when its wait closes a cycle (it holds what a task
+    /// waits for, which holds what ... it waits for), the waiter whose wait began last gives
+    /// up with [`Error::Deadlock`](crate::Error::Deadlock), so that the others go on instead
+    /// of all waiting out their timeouts. It checks again every `after` while it waits.
+    ///
+    /// Only waits of locks with this option take part: a cycle through a task that waits
+    /// without it is not seen. A lock taken at once costs nothing more; a waiter, one check
+    /// (a few round trips) per `after`. Default: off. At least 10 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fencelock::LockOptions;
+    ///
+    /// let options = LockOptions::default().deadlock_check(Duration::from_secs(1));
+    /// # let _ = options;
+    /// ```
+    pub fn deadlock_check(mut self, after: Duration) -> Self {
+        self.deadlock_check = Some(after);
+        self
+    }
+
+    /// Records a wait that has lasted `after` in Redis, as
+    /// [`deadlock_check`](LockOptions::deadlock_check) does, so that
+    /// [`Client::wait_graph`](crate::Client::wait_graph) and `fencelock status --graph` show
+    /// the waiter, what it waits for and the cycles it is part of, but never gives up for a
+    /// deadlock. A waiter, one record and one read of the records per `after`; a lock taken at
+    /// once, nothing. Default: off. At least 10 ms; `deadlock_check` takes precedence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fencelock::LockOptions;
+    ///
+    /// let options = LockOptions::default().record_wait(Duration::from_secs(1));
+    /// # let _ = options;
+    /// ```
+    pub fn record_wait(mut self, after: Duration) -> Self {
+        self.record_wait = Some(after);
         self
     }
 }

@@ -182,3 +182,247 @@ async fn a_client_names_its_process_unless_told_otherwise() -> Result<(), Error>
     other.release().await?;
     Ok(())
 }
+
+/// How long a waiter waits before it checks for a deadlock, and between checks, here.
+const CHECK: Duration = Duration::from_millis(200);
+
+/// Bounds every wait of these tests: a deadlock not refused fails them instead of hanging.
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn checked() -> fencelock::LockOptions {
+    fencelock::LockOptions::default().deadlock_check(CHECK)
+}
+
+#[tokio::test]
+async fn a_then_b_against_b_then_a_refuses_the_younger_waiter_only() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let one = common::client_with(&server, ClientOptions::default().holder_label("one")).await;
+    let two = common::client_with(&server, ClientOptions::default().holder_label("two")).await;
+    // A hold belongs to the task that took it: each side holds and waits in one task.
+    let b2 = two.mutex("B")?.lock().await?;
+    let (held, mut holding) = tokio::sync::mpsc::channel(2);
+    let first = held.clone();
+    let older = tokio::spawn(async move {
+        let a = one.mutex("A")?.lock().await?;
+        let _ = first.send(()).await;
+        let b = one
+            .mutex_with_options("B", checked())?
+            .lock_timeout(LIMIT)
+            .await?;
+        b.unlock().await?;
+        a.unlock().await
+    });
+    holding.recv().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let refused = two
+        .mutex_with_options("A", checked())?
+        .lock_timeout(LIMIT)
+        .await;
+    let Err(Error::Deadlock { name, cycle }) = refused else {
+        let older = older.await;
+        panic!("the younger waiter was not refused: {refused:?}; the older: {older:?}");
+    };
+    assert!(started.elapsed() < LIMIT / 2, "{:?}", started.elapsed());
+    assert_eq!(name, "A");
+    println!("{cycle}");
+    let steps: Vec<(&str, &str, &str)> = cycle
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.waiter_label.as_deref().unwrap_or(""),
+                s.name.as_str(),
+                s.holder_label.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(steps, [("one", "B", "two"), ("two", "A", "one")]);
+    assert!(cycle.steps.iter().all(|s| s.kind == LockKind::Mutex));
+    assert!(cycle.steps[0].waited > cycle.steps[1].waited);
+    // The older waiter goes on once the younger gives back what it held.
+    b2.unlock().await?;
+    older.await.expect("the older waiter's task")?;
+    drop(held);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_long_wait_without_a_cycle_is_never_refused() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let one: Client = common::client(&server).await;
+    let two: Client = common::client(&server).await;
+    // `two` holds B and waits for A, which `one` holds while it runs (waiting for nothing).
+    let a1 = one.mutex("A")?.lock().await?;
+    let b2 = two.mutex("B")?.lock().await?;
+    let waited = two
+        .mutex_with_options("A", checked())?
+        .lock_timeout(CHECK * 6)
+        .await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    a1.unlock().await?;
+    b2.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_tasks_of_one_client_make_no_false_cycle() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let client: Client = common::client(&server).await;
+    let other: Client = common::client(&server).await;
+    // Task 1 holds A and waits for B; task 2 of the same client holds B and waits for C, which
+    // another client holds while it runs. By client, A's holder waits for B's: by task, no
+    // cycle.
+    let c = other.mutex("C")?.lock().await?;
+    let (held_b, hold_b) = tokio::sync::oneshot::channel();
+    let (go, gone) = tokio::sync::oneshot::channel::<()>();
+    let second = client.clone();
+    let task2 = tokio::spawn(async move {
+        let b = second.mutex("B")?.lock().await?;
+        let _ = held_b.send(());
+        let waited = second
+            .mutex_with_options("C", checked())?
+            .lock_timeout(CHECK * 6)
+            .await;
+        let _ = gone.await;
+        b.unlock().await?;
+        Ok::<_, Error>(waited.map(|_| ()))
+    });
+    hold_b.await.expect("task 2 holds B");
+    let a = client.mutex("A")?.lock().await?;
+    let waited = client
+        .mutex_with_options("B", checked())?
+        .lock_timeout(CHECK * 6)
+        .await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    let _ = go.send(());
+    let task2 = task2.await.expect("task 2")?;
+    assert!(matches!(task2, Err(Error::Timeout { .. })), "{task2:?}");
+    a.unlock().await?;
+    c.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cycle_of_three_kinds_is_refused_and_shown_in_the_graph() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let label = |l: &str| ClientOptions::default().holder_label(l);
+    let one = common::client_with(&server, label("one")).await;
+    let two = common::client_with(&server, label("two")).await;
+    let three = common::client_with(&server, label("three")).await;
+    // one: semaphore S (its only permit), waits to write W; two: writes W, waits for fair F;
+    // three: holds F, waits for S.
+    let recorded = fencelock::LockOptions::default().record_wait(CHECK);
+    // Each task takes its hold, says so, and waits only once every hold is taken.
+    let (held, mut holding) = tokio::sync::mpsc::channel(2);
+    let (go, _) = tokio::sync::broadcast::channel::<()>(2);
+    let (sent, mut started, mut stop) = (held.clone(), go.subscribe(), go.subscribe());
+    let (options, one2) = (recorded.clone(), one.clone());
+    let first = tokio::spawn(async move {
+        let s = one2.semaphore("S", 1)?.acquire().await?;
+        let _ = sent.send(()).await;
+        let _ = started.recv().await;
+        let w = one2
+            .rwlock_with_options("W", options)?
+            .write_timeout(LIMIT)
+            .await?;
+        let _ = stop.recv().await;
+        w.unlock().await?;
+        s.release().await
+    });
+    let (sent, mut started, options, two2) =
+        (held.clone(), go.subscribe(), recorded.clone(), two.clone());
+    let second = tokio::spawn(async move {
+        let w = two2.rwlock("W")?.write().await?;
+        let _ = sent.send(()).await;
+        let _ = started.recv().await;
+        let f = two2
+            .fair_mutex_with_options("F", options)?
+            .lock_timeout(LIMIT)
+            .await?;
+        f.unlock().await?;
+        w.unlock().await
+    });
+    let f = three.fair_mutex("F")?.lock().await?;
+    holding.recv().await;
+    holding.recv().await;
+    let _ = go.send(());
+    tokio::time::sleep(CHECK * 2).await;
+    // The two recorded waits form no cycle yet: the graph shows them, each waiting for a task.
+    let graph = one.wait_graph("*").await?;
+    assert!(graph.cycles.is_empty(), "{:?}", graph.cycles);
+    let waiting: Vec<(&str, usize)> = graph
+        .locks
+        .iter()
+        .filter(|l| !l.waiters.is_empty())
+        .map(|l| (l.name.as_str(), l.waiters.len()))
+        .collect();
+    assert_eq!(waiting, [("F", 1), ("W", 1)]);
+    let refused = three
+        .semaphore_with_options("S", 1, checked())?
+        .acquire_timeout(LIMIT)
+        .await;
+    let Err(Error::Deadlock { cycle, .. }) = refused else {
+        panic!("the cycle was not refused: {refused:?}");
+    };
+    println!("{cycle}");
+    let mut kinds: Vec<(LockKind, &str)> = cycle
+        .steps
+        .iter()
+        .map(|s| (s.kind, s.name.as_str()))
+        .collect();
+    // The cycle starts with the wait that began first: one's and two's began together.
+    let w = kinds.iter().position(|k| k.1 == "W").unwrap_or(0);
+    kinds.rotate_left(w);
+    assert_eq!(cycle.youngest().map(|s| s.name.as_str()), Some("S"));
+    assert_eq!(
+        kinds,
+        [
+            (LockKind::RwLock, "W"),
+            (LockKind::FairMutex, "F"),
+            (LockKind::Semaphore, "S")
+        ]
+    );
+    // `three` gives up F: two takes it and gives back W and F; one takes W, then lets go.
+    f.unlock().await?;
+    second.await.expect("task")?;
+    let _ = go.send(());
+    first.await.expect("task")?;
+    drop(held);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_semaphore_with_a_running_holder_is_no_deadlock() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let one: Client = common::client(&server).await;
+    let two: Client = common::client(&server).await;
+    let three: Client = common::client(&server).await;
+    // S has two permits: one held by `one`'s task, which waits for A, one by `three`, which
+    // runs. `two` holds A and waits for S. By the records, one and two wait for each other;
+    // but `three` may release its permit, so neither is refused.
+    let a = two.mutex("A")?.lock().await?;
+    let running = three.semaphore("S", 2)?.acquire().await?;
+    let (held, mut holding) = tokio::sync::mpsc::channel(1);
+    let waiter = tokio::spawn(async move {
+        let s = one.semaphore("S", 2)?.acquire().await?;
+        let _ = held.send(()).await;
+        let waited = one
+            .mutex_with_options("A", checked())?
+            .lock_timeout(CHECK * 6)
+            .await;
+        s.release().await?;
+        Ok::<_, Error>(waited.map(|_| ()))
+    });
+    holding.recv().await;
+    let waited = two
+        .semaphore_with_options("S", 2, checked())?
+        .acquire_timeout(CHECK * 5)
+        .await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    let other = waiter.await.expect("task")?;
+    assert!(matches!(other, Err(Error::Timeout { .. })), "{other:?}");
+    a.unlock().await?;
+    running.release().await?;
+    Ok(())
+}
