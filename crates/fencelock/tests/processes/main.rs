@@ -15,6 +15,7 @@ mod mutex;
 mod rwlock;
 mod semaphore;
 mod shutdown;
+mod waits;
 
 use fencelock_testkit::process::{run_scenarios, worker_role};
 
@@ -22,7 +23,7 @@ use fencelock_testkit::process::{run_scenarios, worker_role};
 type Named = &'static [(&'static str, fn())];
 
 /// Every module's scenarios.
-const SCENARIOS: [Named; 7] = [
+const SCENARIOS: [Named; 8] = [
     election::SCENARIOS,
     fair::SCENARIOS,
     multi::SCENARIOS,
@@ -30,10 +31,11 @@ const SCENARIOS: [Named; 7] = [
     rwlock::SCENARIOS,
     semaphore::SCENARIOS,
     shutdown::SCENARIOS,
+    waits::SCENARIOS,
 ];
 
 /// Every module's worker roles.
-const WORKERS: [Named; 7] = [
+const WORKERS: [Named; 8] = [
     common::handoff::WORKERS,
     election::WORKERS,
     multi::WORKERS,
@@ -41,6 +43,7 @@ const WORKERS: [Named; 7] = [
     rwlock::WORKERS,
     semaphore::WORKERS,
     shutdown::WORKERS,
+    waits::WORKERS,
 ];
 
 fn main() {
