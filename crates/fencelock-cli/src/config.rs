@@ -44,6 +44,17 @@ pub enum Target {
     },
 }
 
+/// How `fencelock status --graph` prints the wait-for graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// Lines for people: each lock, its holders and waiters, then each deadlock.
+    Text,
+    /// One JSON object: `locks`, `cycles`, `complete`.
+    Json,
+    /// Graphviz dot: tasks and locks as nodes, holds and waits as edges, cycles in red.
+    Dot,
+}
+
 /// What fencelock is to do once connected.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -59,6 +70,9 @@ pub enum Action {
         pattern: String,
         /// JSON instead of a table.
         json: bool,
+        /// The wait-for graph (`--graph`), as text, JSON or Graphviz dot (`--dot`), instead of
+        /// the table of locks.
+        graph: Option<GraphFormat>,
     },
     /// `fencelock unlock NAME --force`.
     Unlock {
@@ -196,7 +210,21 @@ impl Action {
                 command,
             }),
             Command::Hold(args) => Action::Hold(LockPlan::of(args.lock)),
-            Command::Status(StatusArgs { pattern, json }) => Action::Status { pattern, json },
+            Command::Status(StatusArgs {
+                pattern,
+                json,
+                graph,
+                dot,
+            }) => Action::Status {
+                pattern,
+                json,
+                graph: match (graph || dot, dot, json) {
+                    (false, _, _) => None,
+                    (true, true, _) => Some(GraphFormat::Dot),
+                    (true, false, true) => Some(GraphFormat::Json),
+                    (true, false, false) => Some(GraphFormat::Text),
+                },
+            },
             Command::Elect(args) => Action::Elect(ElectPlan::of(args)),
             Command::Leader(LeaderArgs { name, watch, json }) => {
                 Action::Leader { name, watch, json }

@@ -7,7 +7,7 @@
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock hold NAME [the lock flags of run, without --kill-grace]
-//! fencelock status [PATTERN] [--json]
+//! fencelock status [PATTERN] [--json] [--graph [--json | --dot]]
 //! fencelock unlock NAME --force
 //! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock leader NAME [--watch] [--json]
@@ -34,7 +34,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use fencelock::{Client, ClientOptions, Deployment};
 
-pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
+pub use config::{Action, Busy, Config, GraphFormat, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
 pub use elect::ElectPlan;
 pub use lock::{Wait, Want};
@@ -183,9 +183,16 @@ waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lo
 writers waiting first. With --json, a failure is reported on standard error as one JSON
 object too: {\"error\": \"...\", \"exit_code\": N}.
 
+With --graph, prints the wait-for graph instead: each lock with its holders and the waiters
+that recorded their wait (locks with a deadlock check or a recorded wait, after its interval),
+the tasks each waiter waits for, and every deadlock (a cycle of waits); --json prints it as one
+object, --dot as Graphviz dot.
+
 Examples:
   fencelock status
-  fencelock status 'nightly-*' --json | jq '.[].holder'";
+  fencelock status 'nightly-*' --json | jq '.[].holder'
+  fencelock status --graph
+  fencelock status --graph --dot | dot -Tsvg > waits.svg";
 
 const UNLOCK_HELP: &str = "\
 Releases the locks of every kind held under NAME and wakes their waiters; the fence sequence,
@@ -280,6 +287,13 @@ struct StatusArgs {
     /// Print JSON (an array of objects) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Print the wait-for graph: who holds each lock, who waits for it, which task waits for
+    /// which, and every deadlock.
+    #[arg(long)]
+    graph: bool,
+    /// Print the wait-for graph as Graphviz dot (implies --graph).
+    #[arg(long, conflicts_with = "json")]
+    dot: bool,
 }
 
 #[derive(Debug, Args)]
@@ -407,7 +421,12 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
     let outcome = match config.action {
         Action::Run(plan) => run::run(&client, &config.target, plan).await,
         Action::Hold(plan) => run::hold(&client, &config.target, plan).await,
-        Action::Status { pattern, json } => status(&client, &pattern, json).await,
+        Action::Status {
+            pattern,
+            graph: Some(format),
+            ..
+        } => graph(&client, &pattern, format).await,
+        Action::Status { pattern, json, .. } => status(&client, &pattern, json).await,
         Action::Unlock { name } => unlock(&client, &name).await,
         Action::Elect(plan) => elect::elect(&client, &config.target, plan).await,
         Action::Leader { name, watch, json } => {
@@ -454,6 +473,16 @@ async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failur
         output::table(&locks)
     };
     output::print(&text);
+    Ok(exit::SUCCESS)
+}
+
+async fn graph(client: &Client, pattern: &str, format: GraphFormat) -> Result<u8, Failure> {
+    let graph = client.wait_graph(pattern).await?;
+    output::print(&match format {
+        GraphFormat::Text => output::graph_text(&graph),
+        GraphFormat::Json => output::graph_json(&graph),
+        GraphFormat::Dot => output::graph_dot(&graph),
+    });
     Ok(exit::SUCCESS)
 }
 
