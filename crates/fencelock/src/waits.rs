@@ -20,13 +20,13 @@ impl Client {
     /// Holders are read as [`Client::locks`] reads them, every kind included; waiters are the
     /// waits recorded by locks with
     /// [`LockOptions::deadlock_check`](crate::LockOptions::deadlock_check), from their first
-    /// check on (other waiters are counted in each lock's [`LockInfo`]). A task of one client
+    /// check on (other waiters are counted in each lock's [`LockInfo`](crate::LockInfo)). A task of one client
     /// waiting for a lock another task of the same client holds is no cycle. Both walks use
     /// `SCAN` in pages; at most [`MAX_RECORDED_WAITS`](crate::MAX_RECORDED_WAITS) waits are read.
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached; [`Error::Unsupported`] on a RedLock
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock
     /// client.
     ///
     /// # Cancel safety

@@ -115,7 +115,7 @@ pub const MAX_RECORDED_WAITS: usize = 10_000;
 const PAGE: usize = 100;
 
 /// Every lock with holders or recorded waiters, who holds it and who waits for it, and the
-/// deadlocks among them: what [`Client::wait_graph`] returns.
+/// deadlocks among them: what [`Client::wait_graph`](crate::Client::wait_graph) returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WaitGraph {
@@ -136,7 +136,7 @@ pub struct LockWaits {
     pub name: String,
     /// Its kind.
     pub kind: LockKind,
-    /// What inspection reads of it ([`Client::locks`]); `None` when Redis holds no hold of it
+    /// What inspection reads of it ([`Client::locks`](crate::Client::locks)); `None` when Redis holds no hold of it
     /// (an election's leader, or a lock released while its waiters were read).
     pub info: Option<LockInfo>,
     /// Its holders: each task whose wait record names a hold of it, then each label Redis
