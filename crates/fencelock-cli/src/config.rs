@@ -11,7 +11,7 @@ use fencelock::ClientOptions;
 
 use crate::elect::{ElectPlan, LeaderArgs};
 use crate::lock::{Wait, Want};
-use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, UnlockArgs};
+use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, TopArgs, UnlockArgs};
 
 /// A command line, read and checked: where Redis is, the client's options and what to do.
 #[derive(Debug)]
@@ -73,6 +73,13 @@ pub enum Action {
         /// The wait-for graph (`--graph`), as text, JSON or Graphviz dot (`--dot`), instead of
         /// the table of locks.
         graph: Option<GraphFormat>,
+    },
+    /// `fencelock top`: a live view of the locks whose names match `pattern`.
+    Top {
+        /// Glob over lock names.
+        pattern: String,
+        /// The first sort key.
+        sort: crate::SortKey,
     },
     /// `fencelock unlock NAME --force`.
     Unlock {
@@ -210,6 +217,7 @@ impl Action {
                 command,
             }),
             Command::Hold(args) => Action::Hold(LockPlan::of(args.lock)),
+            Command::Top(TopArgs { pattern, sort }) => Action::Top { pattern, sort },
             Command::Status(StatusArgs {
                 pattern,
                 json,

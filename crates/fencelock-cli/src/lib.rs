@@ -8,6 +8,7 @@
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock hold NAME [the lock flags of run, without --kill-grace]
 //! fencelock status [PATTERN] [--json] [--graph [--json | --dot]]
+//! fencelock top [PATTERN] [--sort name|held|waiters|wait]
 //! fencelock unlock NAME --force
 //! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock leader NAME [--watch] [--json]
@@ -27,6 +28,7 @@ mod elect;
 mod lock;
 mod output;
 mod run;
+mod top;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -38,6 +40,7 @@ pub use config::{Action, Busy, Config, GraphFormat, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
 pub use elect::ElectPlan;
 pub use lock::{Wait, Want};
+pub use top::SortKey;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -119,6 +122,9 @@ enum Command {
     /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
+    /// A live view of the locks with holders or waiters, refreshed every second.
+    #[command(after_help = TOP_HELP)]
+    Top(TopArgs),
     /// Release the locks under a name whoever holds them (for holders known to be gone).
     #[command(after_help = UNLOCK_HELP)]
     Unlock(UnlockArgs),
@@ -297,6 +303,31 @@ struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+struct TopArgs {
+    /// Glob over lock names: only the locks it matches are shown.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// The first sort key: name, held, waiters or wait (`s` cycles them).
+    #[arg(long, default_value = "name", value_parser = parse_sort_key)]
+    sort: SortKey,
+}
+
+fn parse_sort_key(name: &str) -> Result<SortKey, String> {
+    SortKey::parse(name).ok_or_else(|| format!("{name:?} is none of name, held, waiters, wait"))
+}
+
+const TOP_HELP: &str = "\
+Shows, once a second, each lock with holders or recorded waiters: its kind, its holder's label
+(`+N` more holders), how long it has been held, its waiters (recorded waits, or the clients
+listening for its release) and the longest recorded wait, marked DEADLOCK when a cycle of waits
+goes through it. Keys: q quits, s changes the sort key. On a pipe it prints one snapshot.
+
+Examples:
+  fencelock top
+  fencelock top 'billing:*' --sort wait
+  fencelock top > snapshot.txt";
+
+#[derive(Debug, Args)]
 struct UnlockArgs {
     /// The lock's name.
     name: String,
@@ -427,6 +458,7 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
             ..
         } => graph(&client, &pattern, format).await,
         Action::Status { pattern, json, .. } => status(&client, &pattern, json).await,
+        Action::Top { pattern, sort } => top::top(&client, &pattern, sort).await,
         Action::Unlock { name } => unlock(&client, &name).await,
         Action::Elect(plan) => elect::elect(&client, &config.target, plan).await,
         Action::Leader { name, watch, json } => {

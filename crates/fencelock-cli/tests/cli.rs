@@ -1681,3 +1681,111 @@ fn status_graph_shows_who_waits_for_whom_and_the_deadlock() {
         runtime.block_on(side).expect("a side");
     }
 }
+
+/// `tmux -L <socket> ARGS`: a tmux server of this test's own.
+fn tmux(socket: &str, args: &[&str]) -> Output {
+    Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("run tmux")
+}
+
+/// Kills the test's tmux server, however the test ends.
+struct TmuxServer(String);
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = tmux(&self.0, &["kill-server"]);
+    }
+}
+
+/// Reads the pane until `wanted` is on it, within 10 s.
+fn screen_with(socket: &str, wanted: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let screen =
+            String::from_utf8_lossy(&tmux(socket, &["capture-pane", "-p", "-t", "top"]).stdout)
+                .into_owned();
+        if screen.contains(wanted) {
+            return screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{wanted:?} never showed:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn top_is_live_in_a_terminal_sorts_on_s_quits_on_q_and_prints_one_snapshot_on_a_pipe() {
+    use fencelock::{Client, ClientOptions};
+
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let client = runtime.block_on(async {
+        let options = ClientOptions::default().holder_label("job-alpha");
+        Client::connect_with_options(server.url().as_str(), options)
+            .await
+            .expect("connect")
+    });
+    let alpha = runtime
+        .block_on(async { client.mutex("alpha").expect("name").lock().await })
+        .expect("lock");
+
+    // On a pipe: one snapshot, then exit.
+    let out = output(&server, &["top"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let snapshot = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(snapshot.contains("NAME"), "{snapshot}");
+    assert!(
+        snapshot
+            .lines()
+            .any(|l| l.starts_with("alpha") && l.contains("job-alpha")),
+        "{snapshot}"
+    );
+
+    // In a terminal: live until q.
+    let socket = format!("fencelock-top-{}", std::process::id());
+    let _server_of_tmux = TmuxServer(socket.clone());
+    let command = format!("env REDIS_URL={} {FENCELOCK} top", server.url());
+    let started = tmux(
+        &socket,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "160",
+            "-y",
+            "20",
+            &command,
+        ],
+    );
+    assert!(started.status.success(), "{}", stderr(&started));
+    let screen = screen_with(&socket, "sorted by name");
+    assert!(screen.contains("job-alpha"), "{screen}");
+    // A lock taken now shows within a refresh.
+    let beta = runtime
+        .block_on(async { client.semaphore("beta", 3).expect("name").acquire().await })
+        .expect("permit");
+    screen_with(&socket, "beta");
+    tmux(&socket, &["send-keys", "-t", "top", "s"]);
+    println!("{}", screen_with(&socket, "sorted by held"));
+    tmux(&socket, &["send-keys", "-t", "top", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux(&socket, &["has-session", "-t", "top"])
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "q did not end top");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    runtime.block_on(async {
+        alpha.unlock().await.expect("unlock");
+        beta.release().await.expect("release");
+    });
+}
