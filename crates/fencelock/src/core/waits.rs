@@ -231,8 +231,8 @@ fn task_of(prefix: &str, key: &[u8]) -> Option<TaskId> {
 
 /// The tasks holding each lock, by the records, when they are all its holders: one record of a
 /// hold of a lock one holder holds at a time (which Redis must show held), or as many holds as
-/// Redis keeps of a semaphore or a read-write lock. `None` for a lock some holder of which
-/// recorded no wait.
+/// Redis keeps of a semaphore or a read-write lock; none for a lock nobody holds. `None` for a
+/// lock some holder of which recorded no wait.
 fn recorded_holders(
     records: &[Wait],
     infos: &[LockInfo],
@@ -254,6 +254,12 @@ fn recorded_holders(
         for wanted in &record.waits_for {
             let (tasks, count) = holds.get(wanted).cloned().unwrap_or_default();
             let in_redis = stored.get(&(wanted.0, wanted.1.as_str())).copied();
+            // Free: held by nobody Redis or a record knows of. No obstacle (a multi-lock waits
+            // for its other names).
+            if tasks.is_empty() && in_redis.is_none() {
+                out.insert(wanted.clone(), Some(BTreeSet::new()));
+                continue;
+            }
             let all_known = !tasks.is_empty()
                 && match (wanted.0, in_redis) {
                     // Redis keeps no hold count of an election's leader.

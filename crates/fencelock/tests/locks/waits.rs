@@ -426,3 +426,134 @@ async fn a_semaphore_with_a_running_holder_is_no_deadlock() -> Result<(), Error>
     running.release().await?;
     Ok(())
 }
+
+/// Seven tasks of one client, each holding a lock of one kind and waiting for the next one's,
+/// the last for the first's: a mutex, a fair mutex, a reentrant mutex, a read hold a writer
+/// waits for, a semaphore's only permit, a mutex a multi-lock waits for, and an election's
+/// leadership. The graph shows every lock held and waited for, and the one cycle through all
+/// of them; the waits are only recorded, so nobody is refused.
+#[tokio::test]
+async fn the_graph_links_every_kind_and_finds_a_cycle_through_all_of_them() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let client = common::client_with(&server, ClientOptions::default().holder_label("ring")).await;
+    let recorded = fencelock::LockOptions::default().record_wait(Duration::from_millis(100));
+    let (held, mut holding) = tokio::sync::mpsc::channel::<()>(7);
+    let (go, _) = tokio::sync::broadcast::channel::<()>(4);
+    let mut tasks = tokio::task::JoinSet::new();
+    // Takes `$hold`, says so, and after the first broadcast waits for `$wait` until the second.
+    macro_rules! ring_task {
+        (|$c:ident, $o:ident| $hold:expr, $wait:expr) => {{
+            let ($c, $o, sent) = (client.clone(), recorded.clone(), held.clone());
+            let (mut start, mut stop) = (go.subscribe(), go.subscribe());
+            tasks.spawn(async move {
+                let kept = $hold;
+                let _ = sent.send(()).await;
+                let _ = start.recv().await;
+                // `stop` hears the first broadcast too: the second ends the wait.
+                let _ = stop.recv().await;
+                tokio::select! {
+                    _ = async { $wait.await } => panic!("a wait of the ring was granted"),
+                    _ = stop.recv() => {}
+                }
+                drop(kept);
+            });
+        }};
+    }
+    ring_task!(
+        |c, o| c.mutex("M").expect("n").lock().await.expect("M"),
+        c.fair_mutex_with_options("F", o).expect("n").lock()
+    );
+    ring_task!(
+        |c, o| c.fair_mutex("F").expect("n").lock().await.expect("F"),
+        async {
+            let h = c.holder().expect("holder");
+            c.reentrant_mutex_with_options("R", o)
+                .expect("n")
+                .lock(&h)
+                .await
+        }
+    );
+    ring_task!(
+        |c, o| {
+            let h = c.holder().expect("holder");
+            c.reentrant_mutex("R")
+                .expect("n")
+                .lock(&h)
+                .await
+                .expect("R")
+        },
+        c.rwlock_with_options("W", o).expect("n").write()
+    );
+    ring_task!(
+        |c, o| c.rwlock("W").expect("n").read().await.expect("W"),
+        c.semaphore_with_options("S", 1, o).expect("n").acquire()
+    );
+    ring_task!(
+        |c, o| c.semaphore("S", 1).expect("n").acquire().await.expect("S"),
+        c.multi_mutex_with_options(["X", "Y"], o).expect("n").lock()
+    );
+    ring_task!(
+        |c, o| c.mutex("X").expect("n").lock().await.expect("X"),
+        c.election_with_options("E", o).expect("n").campaign("x")
+    );
+    ring_task!(
+        |c, o| c.election("E").expect("n").campaign("e").await.expect("E"),
+        c.mutex_with_options("M", o).expect("n").lock()
+    );
+    for _ in 0..7 {
+        holding.recv().await;
+    }
+    let _ = go.send(());
+    let deadline = std::time::Instant::now() + LIMIT;
+    let graph = loop {
+        let graph = client.wait_graph("*").await?;
+        if !graph.cycles.is_empty() {
+            break graph;
+        }
+        assert!(std::time::Instant::now() < deadline, "no cycle: {graph:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(graph.cycles.len(), 1, "{:?}", graph.cycles);
+    let cycle = &graph.cycles[0];
+    println!("{cycle}");
+    let mut steps: Vec<(LockKind, &str)> = cycle
+        .steps
+        .iter()
+        .map(|s| (s.kind, s.name.as_str()))
+        .collect();
+    steps.sort();
+    assert_eq!(
+        steps,
+        [
+            (LockKind::Mutex, "M"),
+            (LockKind::Mutex, "X"),
+            (LockKind::ReentrantMutex, "R"),
+            (LockKind::RwLock, "W"),
+            (LockKind::Semaphore, "S"),
+            (LockKind::FairMutex, "F"),
+            (LockKind::Election, "E"),
+        ]
+    );
+    // Seven distinct tasks of one client, each a holder of one step and the waiter of another.
+    let tasks_seen: std::collections::BTreeSet<_> =
+        cycle.steps.iter().map(|s| s.waiter.clone()).collect();
+    assert_eq!(tasks_seen.len(), 7);
+    assert!(cycle
+        .steps
+        .iter()
+        .all(|s| s.holder_label.as_deref() == Some("ring")));
+    // Every lock but Y (free, which the multi-lock waits for too) has a holder task and a
+    // waiter linked to it.
+    for lock in graph.locks.iter().filter(|l| l.name != "Y") {
+        assert!(lock.holders.iter().any(|h| h.task.is_some()), "{lock:?}");
+        assert!(
+            !lock.waiters.is_empty() && lock.waiters.iter().all(|w| !w.waits_for.is_empty()),
+            "{lock:?}"
+        );
+    }
+    let _ = go.send(());
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a task of the ring");
+    }
+    Ok(())
+}
