@@ -130,7 +130,7 @@ async fn an_uncontended_lock_runs_the_commands_it_ran_before() -> Result<(), Err
     assert_eq!(lock_path(&server, &unlabelled).await?, before);
     // A labelled client's reentrant mutex and semaphore store the label in a field of their
     // own, one HSET more, as any labelled client's did at 3a4aa62.
-    let labelled: Client = common::client(&server).await;
+    let labelled: Client = common::client_with(&server, ClientOptions::default()).await;
     let mut with_label = before;
     with_label[2].1 += 1.0;
     with_label[5].1 += 1.0;
@@ -141,7 +141,7 @@ async fn an_uncontended_lock_runs_the_commands_it_ran_before() -> Result<(), Err
 #[tokio::test]
 async fn a_client_names_its_process_unless_told_otherwise() -> Result<(), Error> {
     let server = RedisServer::start();
-    let client: Client = common::client(&server).await;
+    let client: Client = common::client_with(&server, ClientOptions::default()).await;
     let named = common::client_with(&server, ClientOptions::default().holder_label("job-7")).await;
     let label = ClientOptions::process_label();
     assert!(
