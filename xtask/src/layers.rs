@@ -18,7 +18,9 @@ use std::path::Path;
 const LAYERS: [(&str, &[&str]); 5] = [
     (
         "base",
-        &["error", "options", "keys", "token", "race", "testing"],
+        &[
+            "error", "cycle", "options", "keys", "token", "race", "testing",
+        ],
     ),
     ("transport", &["transport"]),
     ("core", &["core"]),
@@ -26,7 +28,7 @@ const LAYERS: [(&str, &[&str]); 5] = [
     (
         "façade",
         &[
-            "client", "connect", "inspect", "check", "blocking", "fuzzing",
+            "client", "connect", "inspect", "waits", "check", "blocking", "fuzzing",
         ],
     ),
 ];

@@ -11,7 +11,7 @@ use fencelock::ClientOptions;
 
 use crate::elect::{ElectPlan, LeaderArgs};
 use crate::lock::{Wait, Want};
-use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, UnlockArgs};
+use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, TopArgs, UnlockArgs};
 
 /// A command line, read and checked: where Redis is, the client's options and what to do.
 #[derive(Debug)]
@@ -44,6 +44,17 @@ pub enum Target {
     },
 }
 
+/// How `fencelock status --graph` prints the wait-for graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// Lines for people: each lock, its holders and waiters, then each deadlock.
+    Text,
+    /// One JSON object: `locks`, `cycles`, `complete`.
+    Json,
+    /// Graphviz dot: tasks and locks as nodes, holds and waits as edges, cycles in red.
+    Dot,
+}
+
 /// What fencelock is to do once connected.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -59,6 +70,16 @@ pub enum Action {
         pattern: String,
         /// JSON instead of a table.
         json: bool,
+        /// The wait-for graph (`--graph`), as text, JSON or Graphviz dot (`--dot`), instead of
+        /// the table of locks.
+        graph: Option<GraphFormat>,
+    },
+    /// `fencelock top`: a live view of the locks whose names match `pattern`.
+    Top {
+        /// Glob over lock names.
+        pattern: String,
+        /// The first sort key.
+        sort: crate::SortKey,
     },
     /// `fencelock unlock NAME --force`.
     Unlock {
@@ -196,7 +217,22 @@ impl Action {
                 command,
             }),
             Command::Hold(args) => Action::Hold(LockPlan::of(args.lock)),
-            Command::Status(StatusArgs { pattern, json }) => Action::Status { pattern, json },
+            Command::Top(TopArgs { pattern, sort }) => Action::Top { pattern, sort },
+            Command::Status(StatusArgs {
+                pattern,
+                json,
+                graph,
+                dot,
+            }) => Action::Status {
+                pattern,
+                json,
+                graph: match (graph || dot, dot, json) {
+                    (false, _, _) => None,
+                    (true, true, _) => Some(GraphFormat::Dot),
+                    (true, false, true) => Some(GraphFormat::Json),
+                    (true, false, false) => Some(GraphFormat::Text),
+                },
+            },
             Command::Elect(args) => Action::Elect(ElectPlan::of(args)),
             Command::Leader(LeaderArgs { name, watch, json }) => {
                 Action::Leader { name, watch, json }

@@ -8,7 +8,8 @@
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
 //!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock hold NAME [the lock flags of run, without --kill-grace]
-//! fencelock status [PATTERN] [--json]
+//! fencelock status [PATTERN] [--json] [--graph [--json | --dot]]
+//! fencelock top [PATTERN] [--sort name|held|waiters|wait]
 //! fencelock unlock NAME --force
 //! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock leader NAME [--watch] [--json]
@@ -28,6 +29,7 @@ mod elect;
 mod lock;
 mod output;
 mod run;
+mod top;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,10 +37,11 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use fencelock::{Client, ClientOptions, Deployment, Layout};
 
-pub use config::{Action, Busy, Config, LockPlan, RunPlan, Target};
+pub use config::{Action, Busy, Config, GraphFormat, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
 pub use elect::ElectPlan;
 pub use lock::{Wait, Want};
+pub use top::SortKey;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -120,6 +123,9 @@ enum Command {
     /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
+    /// A live view of the locks with holders or waiters, refreshed every second.
+    #[command(after_help = TOP_HELP)]
+    Top(TopArgs),
     /// Release the locks under a name whoever holds them (for holders known to be gone).
     #[command(after_help = UNLOCK_HELP)]
     Unlock(UnlockArgs),
@@ -189,9 +195,16 @@ waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lo
 writers waiting first. With --json, a failure is reported on standard error as one JSON
 object too: {\"error\": \"...\", \"exit_code\": N}.
 
+With --graph, prints the wait-for graph instead: each lock with its holders and the waiters
+that recorded their wait (locks with a deadlock check or a recorded wait, after its interval),
+the tasks each waiter waits for, and every deadlock (a cycle of waits); --json prints it as one
+object, --dot as Graphviz dot.
+
 Examples:
   fencelock status
-  fencelock status 'nightly-*' --json | jq '.[].holder'";
+  fencelock status 'nightly-*' --json | jq '.[].holder'
+  fencelock status --graph
+  fencelock status --graph --dot | dot -Tsvg > waits.svg";
 
 const UNLOCK_HELP: &str = "\
 Releases the locks of every kind held under NAME and wakes their waiters; the fence sequence,
@@ -292,7 +305,39 @@ struct StatusArgs {
     /// Print JSON (an array of objects) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Print the wait-for graph: who holds each lock, who waits for it, which task waits for
+    /// which, and every deadlock.
+    #[arg(long)]
+    graph: bool,
+    /// Print the wait-for graph as Graphviz dot (implies --graph).
+    #[arg(long, conflicts_with = "json")]
+    dot: bool,
 }
+
+#[derive(Debug, Args)]
+struct TopArgs {
+    /// Glob over lock names: only the locks it matches are shown.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// The first sort key: name, held, waiters or wait (`s` cycles them).
+    #[arg(long, default_value = "name", value_parser = parse_sort_key)]
+    sort: SortKey,
+}
+
+fn parse_sort_key(name: &str) -> Result<SortKey, String> {
+    SortKey::parse(name).ok_or_else(|| format!("{name:?} is none of name, held, waiters, wait"))
+}
+
+const TOP_HELP: &str = "\
+Shows, once a second, each lock with holders or recorded waiters: its kind, its holder's label
+(`+N` more holders), how long it has been held, its waiters (recorded waits, or the clients
+listening for its release) and the longest recorded wait, marked DEADLOCK when a cycle of waits
+goes through it. Keys: q quits, s changes the sort key. On a pipe it prints one snapshot.
+
+Examples:
+  fencelock top
+  fencelock top 'billing:*' --sort wait
+  fencelock top > snapshot.txt";
 
 #[derive(Debug, Args)]
 struct UnlockArgs {
@@ -424,7 +469,13 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
     let outcome = match config.action {
         Action::Run(plan) => run::run(&client, &config.target, plan).await,
         Action::Hold(plan) => run::hold(&client, &config.target, plan).await,
-        Action::Status { pattern, json } => status(&client, &pattern, json).await,
+        Action::Status {
+            pattern,
+            graph: Some(format),
+            ..
+        } => graph(&client, &pattern, format).await,
+        Action::Status { pattern, json, .. } => status(&client, &pattern, json).await,
+        Action::Top { pattern, sort } => top::top(&client, &pattern, sort).await,
         Action::Unlock { name } => unlock(&client, &name).await,
         Action::Elect(plan) => elect::elect(&client, &config.target, plan).await,
         Action::Leader { name, watch, json } => {
@@ -442,7 +493,6 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
 }
 
 async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Failure> {
-    let options = options.holder_label(holder_label());
     let deployment = match target {
         Target::Single(url) => Deployment::server(url.as_str()),
         Target::RedLock(masters) => Deployment::redlock(masters.iter().map(String::as_str)),
@@ -461,12 +511,7 @@ async fn connect(target: &Target, options: ClientOptions) -> Result<Client, Fail
 
 /// `host/pid`, shown to operators as the holder of this process's locks.
 fn holder_label() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().replace(':', "_"))
-        .unwrap_or_else(|_| "unknown-host".to_owned());
-    let mut label = format!("{host}/{}", std::process::id());
-    label.truncate(128);
-    label
+    ClientOptions::process_label()
 }
 
 async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failure> {
@@ -477,6 +522,16 @@ async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failur
         output::table(&locks)
     };
     output::print(&text);
+    Ok(exit::SUCCESS)
+}
+
+async fn graph(client: &Client, pattern: &str, format: GraphFormat) -> Result<u8, Failure> {
+    let graph = client.wait_graph(pattern).await?;
+    output::print(&match format {
+        GraphFormat::Text => output::graph_text(&graph),
+        GraphFormat::Json => output::graph_json(&graph),
+        GraphFormat::Dot => output::graph_dot(&graph),
+    });
     Ok(exit::SUCCESS)
 }
 

@@ -1,10 +1,10 @@
-//! What `status` and `unlock` print. A closed pipe (`fencelock status | head -1`) ends the output
+//! What `status` (its table and its wait-for graph) and `unlock` print. A closed pipe (`fencelock status | head -1`) ends the output
 //! quietly: it is not an error.
 
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fencelock::{LockInfo, LockKind};
+use fencelock::{LockInfo, LockKind, TaskId, WaitGraph};
 
 /// Writes to standard output, ignoring a reader that went away.
 pub(crate) fn print(text: &str) {
@@ -203,6 +203,235 @@ fn pair(big: u64, big_unit: &str, small: u64, small_unit: &str) -> String {
     } else {
         format!("{big}{big_unit}{small}{small_unit}")
     }
+}
+
+/// A task and its label: `billing-3/4711 [3fZk0a1Q/t42]`.
+fn task_cell(task: Option<&TaskId>, label: Option<&str>) -> String {
+    match (label, task) {
+        (Some(label), Some(task)) => format!("{label} [{task}]"),
+        (Some(label), None) => label.to_owned(),
+        (None, Some(task)) => format!("[{task}]"),
+        (None, None) => "(unlabelled)".to_owned(),
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn epoch_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, millis)
+}
+
+/// The wait-for graph for people: each lock, its holders and its waiters (with what each waits
+/// for), then each deadlock.
+pub(crate) fn graph_text(graph: &WaitGraph) -> String {
+    let now = SystemTime::now();
+    let mut out = String::new();
+    for lock in &graph.locks {
+        out.push_str(&format!("{} {:?}\n", lock.kind, lock.name));
+        for holder in &lock.holders {
+            let mut line = format!(
+                "  held by {}",
+                task_cell(holder.task.as_ref(), holder.label.as_deref())
+            );
+            if let Some(since) = holder.since {
+                let held = now.duration_since(since).unwrap_or_default();
+                line.push_str(&format!(" for {}", human(held)));
+            }
+            if let Some(fence) = holder.fence {
+                line.push_str(&format!(", fence {fence}"));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for waiter in &lock.waiters {
+            let mut line = format!(
+                "  waited for by {} for {}",
+                task_cell(Some(&waiter.task), waiter.label.as_deref()),
+                human(waiter.waited)
+            );
+            if !waiter.waits_for.is_empty() {
+                let tasks: Vec<String> = waiter.waits_for.iter().map(|t| t.to_string()).collect();
+                line.push_str(&format!(" -> {}", tasks.join(", ")));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if let Some(info) = &lock.info {
+            let unrecorded = info
+                .waiting_clients
+                .saturating_sub(lock.waiters.len() as u64);
+            if lock.waiters.is_empty() && info.waiting_clients > 0 {
+                out.push_str(&format!(
+                    "  {unrecorded} waiting client(s), waits not recorded\n"
+                ));
+            }
+        }
+    }
+    if graph.locks.is_empty() {
+        out.push_str("(no locks held or waited for)\n");
+    }
+    if graph.cycles.is_empty() {
+        out.push_str("no deadlock\n");
+    }
+    for (at, cycle) in graph.cycles.iter().enumerate() {
+        out.push_str(&format!("DEADLOCK {}:\n", at + 1));
+        for step in &cycle.steps {
+            out.push_str(&format!(
+                "  {} waits {} for {} {:?} held by {}\n",
+                task_cell(Some(&step.waiter), step.waiter_label.as_deref()),
+                human(step.waited),
+                step.kind,
+                step.name,
+                task_cell(Some(&step.holder), step.holder_label.as_deref()),
+            ));
+        }
+    }
+    if !graph.complete {
+        out.push_str("(more waits were recorded than were read)\n");
+    }
+    out
+}
+
+/// The wait-for graph as one JSON object.
+pub(crate) fn graph_json(graph: &WaitGraph) -> String {
+    let now = SystemTime::now();
+    let locks: Vec<serde_json::Value> = graph
+        .locks
+        .iter()
+        .map(|lock| {
+            let holders: Vec<serde_json::Value> = lock
+                .holders
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "task": h.task.as_ref().map(ToString::to_string),
+                        "label": h.label,
+                        "since_ms": h.since.map(epoch_ms),
+                        "held_ms": h.since.map(|s| millis(now.duration_since(s).unwrap_or_default())),
+                        "fence": h.fence.map(|f| f.get()),
+                    })
+                })
+                .collect();
+            let waiters: Vec<serde_json::Value> = lock
+                .waiters
+                .iter()
+                .map(|w| {
+                    serde_json::json!({
+                        "task": w.task.to_string(),
+                        "label": w.label,
+                        "since_ms": epoch_ms(w.since),
+                        "waited_ms": millis(w.waited),
+                        "waits_for": w.waits_for.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "name": lock.name,
+                "kind": lock.kind.to_string(),
+                "holders": holders,
+                "waiters": waiters,
+                "waiting_clients": lock.info.as_ref().map(|i| i.waiting_clients),
+            })
+        })
+        .collect();
+    let cycles: Vec<serde_json::Value> = graph
+        .cycles
+        .iter()
+        .map(|cycle| {
+            let steps: Vec<serde_json::Value> = cycle
+                .steps
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "waiter": s.waiter.to_string(),
+                        "waiter_label": s.waiter_label,
+                        "name": s.name,
+                        "kind": s.kind.to_string(),
+                        "waited_ms": millis(s.waited),
+                        "holder": s.holder.to_string(),
+                        "holder_label": s.holder_label,
+                    })
+                })
+                .collect();
+            serde_json::json!({ "steps": steps })
+        })
+        .collect();
+    let mut text = serde_json::json!({
+        "locks": locks,
+        "cycles": cycles,
+        "complete": graph.complete,
+    })
+    .to_string();
+    text.push('\n');
+    text
+}
+
+/// The wait-for graph as Graphviz dot: locks as ellipses, tasks as boxes, an edge from each
+/// lock to its holders and from each waiter to its lock; the waits of a deadlock in red.
+pub(crate) fn graph_dot(graph: &WaitGraph) -> String {
+    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+    let lock_id = |kind: LockKind, name: &str| quote(&format!("{kind} {name}"));
+    let in_cycle = |task: &TaskId, kind: LockKind, name: &str| {
+        graph.cycles.iter().any(|c| {
+            c.steps
+                .iter()
+                .any(|s| &s.waiter == task && s.kind == kind && s.name == name)
+        })
+    };
+    let mut out = String::from("digraph waits {\n  rankdir=LR;\n");
+    let mut tasks: Vec<(String, String)> = Vec::new();
+    let mut edges = String::new();
+    for lock in &graph.locks {
+        out.push_str(&format!(
+            "  {} [shape=ellipse];\n",
+            lock_id(lock.kind, &lock.name)
+        ));
+        for (at, holder) in lock.holders.iter().enumerate() {
+            let id = match &holder.task {
+                Some(task) => task.to_string(),
+                None => format!("{} {} holder {at}", lock.kind, lock.name),
+            };
+            let label = task_cell(holder.task.as_ref(), holder.label.as_deref());
+            tasks.push((id.clone(), label));
+            edges.push_str(&format!(
+                "  {} -> {} [label=\"held by\"];\n",
+                lock_id(lock.kind, &lock.name),
+                quote(&id)
+            ));
+        }
+        for waiter in &lock.waiters {
+            let id = waiter.task.to_string();
+            tasks.push((
+                id.clone(),
+                task_cell(Some(&waiter.task), waiter.label.as_deref()),
+            ));
+            let colour = if in_cycle(&waiter.task, lock.kind, &lock.name) {
+                ", color=red, fontcolor=red"
+            } else {
+                ""
+            };
+            edges.push_str(&format!(
+                "  {} -> {} [label=\"waits {}\"{colour}];\n",
+                quote(&id),
+                lock_id(lock.kind, &lock.name),
+                human(waiter.waited)
+            ));
+        }
+    }
+    tasks.sort();
+    tasks.dedup_by(|a, b| a.0 == b.0);
+    for (id, label) in tasks {
+        out.push_str(&format!(
+            "  {} [shape=box, label={}];\n",
+            quote(&id),
+            quote(&label)
+        ));
+    }
+    out.push_str(&edges);
+    out.push_str("}\n");
+    out
 }
 
 #[cfg(test)]

@@ -1620,3 +1620,221 @@ fn elect_leaves_nobody_leading_when_it_exits_and_leader_json_reports_failures_as
         "{error}"
     );
 }
+
+/// Two clients wait for each other (A then B against B then A) with recorded waits, so
+/// `status --graph` finds them: its text, JSON and dot show the holders, the waiters and the
+/// deadlock.
+#[test]
+fn status_graph_shows_who_waits_for_whom_and_the_deadlock() {
+    use fencelock::{Client, ClientOptions, LockOptions};
+
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let url = server.url();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let recorded = LockOptions::default()
+        .record_wait(Duration::from_millis(100))
+        .wait_timeout(Duration::from_secs(20));
+    let mut sides = Vec::new();
+    for (label, first, second) in [("billing-1", "A", "B"), ("billing-2", "B", "A")] {
+        let (url, held_tx, mut stop, recorded) = (
+            url.clone(),
+            held_tx.clone(),
+            stop_rx.clone(),
+            recorded.clone(),
+        );
+        sides.push(runtime.spawn(async move {
+            let options = ClientOptions::default().holder_label(label);
+            let client = Client::connect_with_options(url.as_str(), options)
+                .await
+                .expect("connect");
+            let held = client
+                .mutex(first)
+                .expect("name")
+                .lock()
+                .await
+                .expect("lock");
+            held_tx.send(()).expect("tell");
+            let waiting = client.mutex_with_options(second, recorded).expect("name");
+            // Waits until the test has looked, then gives up: the cycle has no other way out.
+            tokio::select! {
+                got = waiting.lock() => panic!("a deadlocked wait was granted: {got:?}"),
+                _ = stop.wait_for(|stop| *stop) => {}
+            }
+            held.unlock().await.expect("unlock");
+            client.shutdown().await.expect("shutdown");
+        }));
+    }
+    for _ in 0..2 {
+        held_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("each side holds its first lock");
+    }
+    // Both waits are recorded after 100 ms.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let graph = loop {
+        let out = output(&server, &["status", "--graph", "--json"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let graph: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        if graph["cycles"].as_array().is_some_and(|c| !c.is_empty()) {
+            break graph;
+        }
+        assert!(Instant::now() < deadline, "no cycle shown: {graph}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let steps = graph["cycles"][0]["steps"].as_array().expect("steps");
+    let mut labels: Vec<(&str, &str, &str)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["waiter_label"].as_str().unwrap_or(""),
+                s["name"].as_str().unwrap_or(""),
+                s["holder_label"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            ("billing-1", "B", "billing-2"),
+            ("billing-2", "A", "billing-1")
+        ]
+    );
+    let locks = graph["locks"].as_array().expect("locks");
+    assert_eq!(locks.len(), 2, "{graph}");
+    for lock in locks {
+        assert_eq!(lock["holders"].as_array().map(Vec::len), Some(1), "{lock}");
+        assert_eq!(lock["waiters"].as_array().map(Vec::len), Some(1), "{lock}");
+    }
+
+    let text = output(&server, &["status", "--graph"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    println!("{text}");
+    assert!(
+        text.contains("mutex \"A\"\n  held by billing-1 ["),
+        "{text}"
+    );
+    assert!(text.contains("waited for by billing-2 ["), "{text}");
+    assert!(text.contains("DEADLOCK 1:"), "{text}");
+
+    let dot = output(&server, &["status", "--graph", "--dot"]);
+    let dot = String::from_utf8_lossy(&dot.stdout).into_owned();
+    println!("{dot}");
+    assert!(dot.starts_with("digraph waits {"), "{dot}");
+    assert_eq!(dot.matches(", color=red").count(), 2, "{dot}");
+
+    stop_tx.send(true).expect("stop");
+    for side in sides {
+        runtime.block_on(side).expect("a side");
+    }
+}
+
+/// `tmux -L <socket> ARGS`: a tmux server of this test's own.
+fn tmux(socket: &str, args: &[&str]) -> Output {
+    Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("run tmux")
+}
+
+/// Kills the test's tmux server, however the test ends.
+struct TmuxServer(String);
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = tmux(&self.0, &["kill-server"]);
+    }
+}
+
+/// Reads the pane until `wanted` is on it, within 10 s.
+fn screen_with(socket: &str, wanted: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let screen =
+            String::from_utf8_lossy(&tmux(socket, &["capture-pane", "-p", "-t", "top"]).stdout)
+                .into_owned();
+        if screen.contains(wanted) {
+            return screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{wanted:?} never showed:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn top_is_live_in_a_terminal_sorts_on_s_quits_on_q_and_prints_one_snapshot_on_a_pipe() {
+    use fencelock::{Client, ClientOptions};
+
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let client = runtime.block_on(async {
+        let options = ClientOptions::default().holder_label("job-alpha");
+        Client::connect_with_options(server.url().as_str(), options)
+            .await
+            .expect("connect")
+    });
+    let alpha = runtime
+        .block_on(async { client.mutex("alpha").expect("name").lock().await })
+        .expect("lock");
+
+    // On a pipe: one snapshot, then exit.
+    let out = output(&server, &["top"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let snapshot = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(snapshot.contains("NAME"), "{snapshot}");
+    assert!(
+        snapshot
+            .lines()
+            .any(|l| l.starts_with("alpha") && l.contains("job-alpha")),
+        "{snapshot}"
+    );
+
+    // In a terminal: live until q.
+    let socket = format!("fencelock-top-{}", std::process::id());
+    let _server_of_tmux = TmuxServer(socket.clone());
+    let command = format!("env REDIS_URL={} {FENCELOCK} top", server.url());
+    let started = tmux(
+        &socket,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "160",
+            "-y",
+            "20",
+            &command,
+        ],
+    );
+    assert!(started.status.success(), "{}", stderr(&started));
+    let screen = screen_with(&socket, "sorted by name");
+    assert!(screen.contains("job-alpha"), "{screen}");
+    // A lock taken now shows within a refresh.
+    let beta = runtime
+        .block_on(async { client.semaphore("beta", 3).expect("name").acquire().await })
+        .expect("permit");
+    screen_with(&socket, "beta");
+    tmux(&socket, &["send-keys", "-t", "top", "s"]);
+    println!("{}", screen_with(&socket, "sorted by held"));
+    tmux(&socket, &["send-keys", "-t", "top", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmux(&socket, &["has-session", "-t", "top"])
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "q did not end top");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    runtime.block_on(async {
+        alpha.unlock().await.expect("unlock");
+        beta.release().await.expect("release");
+    });
+}

@@ -1,7 +1,11 @@
 //! The entry point: a connection to Redis shared by every lock made from it.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::core::holds::{Holds, Registered};
 use crate::core::keeper::Keeper;
@@ -9,6 +13,8 @@ use crate::core::nodes::Nodes;
 use crate::core::notify::{Notifier, Source, Timing};
 use crate::core::observe;
 use crate::core::shared::Shared;
+use crate::core::waits::{find_cycles, read_records, Wait};
+use crate::cycle::WaitCycle;
 use crate::error::{Error, Result};
 use crate::keys::{Layout, LockKeys};
 use crate::kinds::election::Election;
@@ -19,7 +25,7 @@ use crate::kinds::mutex::Mutex;
 use crate::kinds::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
 use crate::kinds::rwlock::RwLock;
 use crate::kinds::semaphore::Semaphore;
-use crate::options::{ClientOptions, LockOptions};
+use crate::options::{millis, ClientOptions, LockOptions};
 use crate::token::random_id;
 use crate::transport::conn::Conn;
 use crate::transport::server::Server;
@@ -89,6 +95,7 @@ impl Client {
                 notifier,
                 holds: Holds::default(),
                 server,
+                check_wait,
             }),
         })
     }
@@ -250,7 +257,7 @@ impl Client {
             .holds
             .shut_down()
             .into_iter()
-            .map(|Registered { lease, release }| {
+            .map(|Registered { lease, release, .. }| {
                 lease.shut_down();
                 release
             })
@@ -660,4 +667,42 @@ mod tests {
             "{refused:?}"
         );
     }
+}
+
+/// The deadlock check of one waiter (`Shared::check_wait`):
+/// records `wait`, reads every record and the holds of what they wait for, and answers the
+/// cycle through `wait` when its wait began last of the cycle's.
+pub(crate) fn check_wait(
+    shared: Arc<Shared>,
+    wait: Wait,
+) -> Pin<Box<dyn Future<Output = Result<Option<WaitCycle>>> + Send>> {
+    Box::pin(async move {
+        let client = Client { shared };
+        let conn = client.shared.nodes.only("the deadlock check")?;
+        let key = Wait::key_of(&client.shared.options.prefix, &wait.task);
+        redis::cmd("SET")
+            .arg(&key)
+            .arg(wait.encode())
+            .arg("PX")
+            .arg(millis(wait.ttl).max(1))
+            .query_async::<()>(&mut conn.clone())
+            .await?;
+        let (mut records, _) = read_records(conn, &client.shared.options.prefix).await?;
+        records.retain(|r| r.task != wait.task);
+        records.push(wait.clone());
+        let names: BTreeSet<String> = records
+            .iter()
+            .flat_map(|r| r.waits_for.iter().map(|(_, name)| name.clone()))
+            .collect();
+        let mut infos = Vec::new();
+        for name in names {
+            infos.extend(client.locks_named(name.as_bytes()).await?);
+        }
+        let found = find_cycles(&records, &infos, SystemTime::now());
+        Ok(found.into_iter().find(|cycle| {
+            cycle
+                .youngest()
+                .is_some_and(|youngest| youngest.waiter == wait.task)
+        }))
+    })
 }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::cycle::human;
+
 /// What went wrong with a lock operation.
 ///
 /// Every fallible operation in fencelock returns this type. It is `#[non_exhaustive]`: match the
@@ -80,6 +82,16 @@ pub enum Error {
         name: String,
         /// What the caller asked for and why it cannot be granted.
         reason: &'static str,
+    },
+    /// A waiter with [`LockOptions::deadlock_check`](crate::LockOptions::deadlock_check) found
+    /// that its wait closes a cycle of waits (each task waiting for a lock the next one holds)
+    /// and, its wait having begun last of the cycle's, gave up so that the others go on. It
+    /// still holds whatever it held: give that back (or let its guards drop), then try again.
+    Deadlock {
+        /// The lock it waited for.
+        name: String,
+        /// The cycle, each step with its waiter, holder, labels and wait.
+        cycle: crate::cycle::WaitCycle,
     },
     /// A key this lock uses holds a value of another Redis type (Redis replied `WRONGTYPE`).
     WrongType {
@@ -275,6 +287,10 @@ impl fmt::Display for Error {
             Error::WouldDeadlock { name, reason } => {
                 write!(f, "lock {name:?}: refused, it would deadlock: {reason}")
             }
+            Error::Deadlock { name, cycle } => write!(
+                f,
+                "lock {name:?}: gave up waiting, the wait closes a deadlock: {cycle}"
+            ),
             Error::WrongType { name } => write!(
                 f,
                 "a key of lock {name:?} holds another Redis type (WRONGTYPE)"
@@ -320,15 +336,6 @@ impl fmt::Display for Error {
             }
             Error::Entropy { detail } => write!(f, "os random number generator failed: {detail}"),
         }
-    }
-}
-
-/// A duration for people: milliseconds below a second, else seconds with one decimal.
-fn human(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

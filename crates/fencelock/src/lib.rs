@@ -11,6 +11,7 @@ mod check;
 mod client;
 mod connect;
 mod core;
+mod cycle;
 mod error;
 // Only for the fuzz targets and their replay (crates/fencelock-fuzz); not part of the API. Always
 // built rather than behind a feature, so that it is no option a user sees, and rather than
@@ -27,13 +28,16 @@ mod race;
 mod testing;
 mod token;
 mod transport;
+mod waits;
 
 pub use crate::core::guard::Guard;
 pub use crate::core::lease::Lost;
-pub use crate::core::stored::{LockInfo, LockKind};
+pub use crate::core::stored::LockInfo;
+pub use crate::core::waits::{GraphHolder, GraphWaiter, LockWaits, WaitGraph, MAX_RECORDED_WAITS};
 pub use check::DeploymentWarning;
 pub use client::Client;
 pub use connect::{Deployment, IntoDeployment};
+pub use cycle::{CycleStep, LockKind, TaskId, WaitCycle};
 pub use error::{Error, Optional, Result};
 pub use keys::{Layout, MAX_NAME_LEN};
 pub use kinds::election::{Election, Leader, LeaderWatch, Leadership};
@@ -92,6 +96,13 @@ pub mod topics {
     #[doc = include_str!("../docs/rustdoc-links.md")]
     #[doc = include_str!("../docs/election.md")]
     pub mod election {}
+
+    /// Who holds a lock and who waits for it: process labels, the wait-for graph, its
+    /// cycles, and the deadlock check.
+    ///
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/waits.md")]
+    pub mod waits {}
 
     /// Bad input and faults, each with its outcome and the test that checks it.
     ///

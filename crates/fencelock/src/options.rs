@@ -278,6 +278,35 @@ impl ClientOptions {
     }
 }
 
+/// The most bytes of a holder label.
+const MAX_LABEL: usize = 128;
+
+/// `<host>/<pid>`: see [`ClientOptions::process_label`].
+fn process_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok());
+    label_of(host.as_deref().unwrap_or(""), std::process::id())
+}
+
+/// The label of process `pid` on `host`: no `:`, at most [`MAX_LABEL`] bytes, the host name
+/// cut (at a character's boundary) rather than the pid.
+fn label_of(host: &str, pid: u32) -> String {
+    let host = host.trim().replace(':', "_");
+    let host = if host.is_empty() {
+        "unknown-host"
+    } else {
+        host.as_str()
+    };
+    let pid = format!("/{pid}");
+    let mut end = host.len().min(MAX_LABEL - pid.len());
+    while !host.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{pid}", &host[..end])
+}
+
 /// Whole milliseconds of `d`, saturating.
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -293,7 +322,7 @@ impl Default for ClientOptions {
             response_timeout: Duration::from_secs(1),
             connection_timeout: Duration::from_secs(1),
             fence_memory: Duration::from_secs(60),
-            holder_label: String::new(),
+            holder_label: process_label(),
             renew_batch: 512,
             drift: Drift::default(),
             node_timeout: Duration::from_millis(250),
@@ -366,11 +395,32 @@ impl ClientOptions {
         self
     }
 
-    /// A label stored with every lock this client holds, shown to operators inspecting locks
-    /// (for example `host/pid`). Default: empty, which stores nothing. It must not contain `:`.
+    /// A label stored with every lock this client holds and every place it waits in, shown to
+    /// operators inspecting locks, the wait-for graph and its cycles. Default: the process's
+    /// [`process_label`](ClientOptions::process_label), `<host name>/<pid>`, so that a
+    /// holder or waiter found in Redis names the process to look at; an empty label stores
+    /// nothing. It must not contain `:`, and has at most 128 bytes.
     pub fn holder_label(mut self, label: impl Into<String>) -> Self {
         self.holder_label = label.into();
         self
+    }
+
+    /// The label this process's clients store unless their options set another:
+    /// `<host name>/<pid>`, the host name as the kernel knows it (or from `HOSTNAME`,
+    /// `COMPUTERNAME`, else `unknown-host`), with every `:` made `_` and cut so that the
+    /// label fits 128 bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fencelock::ClientOptions;
+    ///
+    /// let label = ClientOptions::process_label();
+    /// assert!(label.ends_with(&format!("/{}", std::process::id())));
+    /// assert!(!label.contains(':'));
+    /// ```
+    pub fn process_label() -> String {
+        process_label()
     }
 
     /// The most leases renewed by one script call. Default: 512.
@@ -539,7 +589,7 @@ impl ClientOptions {
                 ),
             });
         }
-        if self.holder_label.contains(':') || self.holder_label.len() > 128 {
+        if self.holder_label.contains(':') || self.holder_label.len() > MAX_LABEL {
             return Err(Error::InvalidOption {
                 option: "holder_label",
                 reason: "a label has at most 128 bytes and no `:`".into(),
@@ -616,6 +666,8 @@ pub struct LockOptions {
     pub(crate) lease: Option<Lease>,
     pub(crate) wait_timeout: Option<Duration>,
     pub(crate) poll_interval: Option<Duration>,
+    pub(crate) deadlock_check: Option<Duration>,
+    pub(crate) record_wait: Option<Duration>,
 }
 
 impl LockOptions {
@@ -644,11 +696,78 @@ impl LockOptions {
         self.poll_interval = Some(interval);
         self
     }
+
+    /// Checks for a deadlock, as PostgreSQL's `deadlock_timeout` does: a waiter that has waited
+    /// `after` (1 s is PostgreSQL's default) records its wait in Redis and reads the waits
+    /// every other such waiter recorded; when its wait closes a cycle (it holds what a task
+    /// waits for, which holds what ... it waits for), the waiter whose wait began last gives
+    /// up with [`Error::Deadlock`](crate::Error::Deadlock), so that the others go on instead
+    /// of all waiting out their timeouts. It checks again every `after` while it waits.
+    ///
+    /// Only waits of locks with this option take part: a cycle through a task that waits
+    /// without it is not seen. A lock taken at once costs nothing more; a waiter, one check
+    /// (a few round trips) per `after`. Default: off. At least 10 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fencelock::LockOptions;
+    ///
+    /// let options = LockOptions::default().deadlock_check(Duration::from_secs(1));
+    /// # let _ = options;
+    /// ```
+    pub fn deadlock_check(mut self, after: Duration) -> Self {
+        self.deadlock_check = Some(after);
+        self
+    }
+
+    /// Records a wait that has lasted `after` in Redis, as
+    /// [`deadlock_check`](LockOptions::deadlock_check) does, so that
+    /// [`Client::wait_graph`](crate::Client::wait_graph) and `fencelock status --graph` show
+    /// the waiter, what it waits for and the cycles it is part of, but never gives up for a
+    /// deadlock. A waiter, one record and one read of the records per `after`; a lock taken at
+    /// once, nothing. Default: off. At least 10 ms; `deadlock_check` takes precedence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fencelock::LockOptions;
+    ///
+    /// let options = LockOptions::default().record_wait(Duration::from_secs(1));
+    /// # let _ = options;
+    /// ```
+    pub fn record_wait(mut self, after: Duration) -> Self {
+        self.record_wait = Some(after);
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_labels_hold_no_colon_and_fit_the_label_limit() {
+        assert_eq!(label_of("build-7\n", 42), "build-7/42");
+        assert_eq!(label_of("fe80::1", 42), "fe80__1/42");
+        assert_eq!(label_of("  ", 42), "unknown-host/42");
+        let long = label_of(&"é".repeat(100), u32::MAX);
+        assert!(
+            long.len() <= MAX_LABEL && long.ends_with("/4294967295"),
+            "{long}"
+        );
+        let label = ClientOptions::process_label();
+        assert!(ClientOptions::default()
+            .holder_label(label)
+            .validate()
+            .is_ok());
+        assert_eq!(
+            ClientOptions::default().holder_label,
+            ClientOptions::process_label()
+        );
+    }
 
     #[test]
     fn leases_round_up_to_milliseconds_and_are_bounded() {

@@ -4,22 +4,27 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use crate::core::held::{first_fence, release_of, Held};
+use crate::core::holds::Taken;
 use crate::core::kind::Kind;
 use crate::core::lease::{valid_until, LeaseState};
 use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter};
 use crate::core::observe::{Acquiring, Hold};
+use crate::core::shared::Shared;
+use crate::core::waits::Wait;
+use crate::cycle::{LockKind, Task, WaitCycle};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ReplicaAck};
 use crate::race::{self, Branch};
-use crate::token::{jitter_fraction, Fence, OwnerToken};
+use crate::token::{client_tag, jitter_fraction, Fence, OwnerToken};
 use crate::transport::conn::ReplicationMark;
 
 /// The pause before a waiter's first retry while Redis cannot be reached.
@@ -93,6 +98,12 @@ async fn wait_for_grant<K: Kind>(
         Waiters::register(grant.as_ref(), target).await
     };
     let mut woken_by: Option<&Waiter> = None;
+    let lock = grant.lock();
+    let checker = lock.wait_check.map(|(every, refuses)| {
+        Checker::new(shared, K::LOCK_KIND, grant.names_taken(), every, refuses)
+    });
+    let mut next_check = checker.as_ref().map(|c| started + c.every());
+    let checked = AtomicBool::new(false);
     loop {
         let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
@@ -122,14 +133,40 @@ async fn wait_for_grant<K: Kind>(
             shared.holds.shutting_down().await;
             Err(Error::Shutdown)
         });
-        match race::first([woken as Branch<'_, _>, shut_down]).await? {
+        let check_at = next_check;
+        let deadlock = pin!(async {
+            let (Some(checker), Some(at)) = (&checker, check_at) else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(at).await;
+            match checker.check().await {
+                Ok(Some(cycle)) if checker.refuses => Err(Error::Deadlock {
+                    name: lock.name.clone(),
+                    cycle,
+                }),
+                // No cycle to give up for, or a check that could not run, which is no reason
+                // to stop waiting: the next may.
+                _ => {
+                    checked.store(true, Ordering::Relaxed);
+                    Ok(None)
+                }
+            }
+        });
+        let outcome = race::first([woken as Branch<'_, _>, shut_down, deadlock]).await;
+        // The next check comes an interval after this one ended; one a wake cut short runs
+        // again at once.
+        if let Some(checker) = &checker {
+            if checked.swap(false, Ordering::Relaxed) {
+                next_check = Some(Instant::now() + checker.every());
+            }
+        }
+        match outcome? {
             // A release granted this waiter the lock: its lease began after the last
             // refusal, so its validity counts from that refusal's send. A waiter stalled
             // past that validity asks again instead: its grant is answered once more, with a
             // lease counted from the new request. So does a waiter whose announcement may have
             // come through a replica (`announced_grants_are_proof`).
             Some((_, Some(fence))) if shared.nodes.announced_grants_are_proof() => {
-                let lock = grant.lock();
                 if let Some(sent_at) = attempt.refused_at.filter(|&sent_at| {
                     valid_until(sent_at, lock.lease.duration(), shared.options.drift)
                         > Instant::now()
@@ -415,7 +452,16 @@ impl<'a, K: Kind> Attempt<'a, K> {
             Hold::granted(&lock.name, K::NAME, first_fence(&fences)),
         ));
         let release = release_of(grant.as_ref(), &self.token);
-        if let Err(release) = lock.shared.holds.register(Arc::clone(&lease), release) {
+        let taken = Taken {
+            task: Task::current(),
+            kind: K::LOCK_KIND,
+            names: grant.names_taken(),
+        };
+        if let Err(release) = lock
+            .shared
+            .holds
+            .register(Arc::clone(&lease), release, taken)
+        {
             // Still armed: if this is cancelled, the attempt's drop releases in the background.
             release.await;
             self.armed = false;
@@ -433,6 +479,84 @@ impl<'a, K: Kind> Attempt<'a, K> {
             fences,
             lease,
         ))
+    }
+}
+
+/// A waiter's part in the deadlock check: its wait, the checks it ran, and the deletion of its
+/// record when the wait ends, however it ends.
+pub(crate) struct Checker {
+    shared: Arc<Shared>,
+    task: Task,
+    kind: LockKind,
+    names: Vec<String>,
+    since: SystemTime,
+    every: Duration,
+    /// Whether the waiter gives up when its wait closes a cycle, or only records it.
+    refuses: bool,
+    recorded: AtomicBool,
+}
+
+impl Checker {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        kind: LockKind,
+        names: Vec<String>,
+        every: Duration,
+        refuses: bool,
+    ) -> Checker {
+        Checker {
+            shared: Arc::clone(shared),
+            task: Task::current(),
+            kind,
+            names,
+            since: SystemTime::now(),
+            every,
+            refuses,
+            recorded: AtomicBool::new(false),
+        }
+    }
+
+    /// How long between checks.
+    pub(crate) fn every(&self) -> Duration {
+        self.every
+    }
+
+    /// Records the wait and checks it: the cycle to give up for, if this waiter is the one.
+    pub(crate) async fn check(&self) -> Result<Option<WaitCycle>> {
+        let shared = &self.shared;
+        let wait = Wait {
+            task: self.task.of_client(client_tag(&shared.id)),
+            label: shared.options.holder_label.clone(),
+            since: self.since,
+            waits_for: self.names.iter().map(|n| (self.kind, n.clone())).collect(),
+            holds: shared.holds.taken_by(self.task),
+            ttl: self.every.saturating_mul(3) + Duration::from_secs(2),
+        };
+        self.recorded.store(true, Ordering::Relaxed);
+        (shared.check_wait)(Arc::clone(shared), wait).await
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        if !self.recorded.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Ok(conn) = self.shared.nodes.only("the deadlock check") else {
+            return;
+        };
+        let mut conn = conn.clone();
+        let key = Wait::key_of(
+            &self.shared.options.prefix,
+            &self.task.of_client(client_tag(&self.shared.id)),
+        );
+        // Best effort: a record left behind ends with its expiry.
+        runtime.spawn(async move {
+            let _: redis::RedisResult<()> = redis::cmd("DEL").arg(key).query_async(&mut conn).await;
+        });
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdMutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::lease::LeaseState;
+use crate::cycle::{LockKind, Task};
 
 /// A best-effort release to run in the background; `true` once Redis answered it.
 pub(crate) type Release = Pin<Box<dyn Future<Output = bool> + Send>>;
@@ -22,6 +23,16 @@ pub(crate) type Release = Pin<Box<dyn Future<Output = bool> + Send>>;
 pub(crate) struct Registered {
     pub(crate) lease: Arc<LeaseState>,
     pub(crate) release: Release,
+    /// What the wait-for graph knows of it: the task that acquired it, and what it took.
+    pub(crate) taken: Taken,
+}
+
+/// The locks one hold took, and the task that took them.
+#[derive(Clone, Debug)]
+pub(crate) struct Taken {
+    pub(crate) task: Task,
+    pub(crate) kind: LockKind,
+    pub(crate) names: Vec<String>,
 }
 
 /// The live holds of a client, until it is shut down.
@@ -35,13 +46,40 @@ pub(crate) struct Holds {
 impl Holds {
     /// Registers a hold under its lease's id. When the client was shut down the release is
     /// handed back, for the caller to run: nobody would release that hold otherwise.
-    pub(crate) fn register(&self, lease: Arc<LeaseState>, release: Release) -> Result<(), Release> {
+    pub(crate) fn register(
+        &self,
+        lease: Arc<LeaseState>,
+        release: Release,
+        taken: Taken,
+    ) -> Result<(), Release> {
         let mut live = self.live();
         if self.shut_down.is_cancelled() {
             return Err(release);
         }
-        live.insert(lease.id(), Registered { lease, release });
+        live.insert(
+            lease.id(),
+            Registered {
+                lease,
+                release,
+                taken,
+            },
+        );
         Ok(())
+    }
+
+    /// What `task` holds now, each lock once per hold.
+    pub(crate) fn taken_by(&self, task: Task) -> Vec<(LockKind, String)> {
+        let live = self.live();
+        live.values()
+            .filter(|held| held.taken.task == task)
+            .flat_map(|held| {
+                let kind = held.taken.kind;
+                held.taken
+                    .names
+                    .iter()
+                    .map(move |name| (kind, name.clone()))
+            })
+            .collect()
     }
 
     /// Takes a hold's registration, for the one about to release it; `None` when the shutdown

@@ -13,6 +13,7 @@ use crate::transport::script::Invocation;
 use crate::core::keeper::Renewal;
 use crate::core::notify::Target;
 use crate::core::shared::Shared;
+use crate::cycle::LockKind;
 use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::options::{Lease, LockOptions};
@@ -30,6 +31,9 @@ pub trait Kind: Send + Sync + 'static {
     /// What its guard is called: the alias users know it by, shown by its `Debug`.
     const GUARD: &'static str;
 
+    /// What the wait-for graph calls the locks it takes.
+    const LOCK_KIND: LockKind;
+
     /// Whether the kind can be granted by a majority of independent masters (RedLock): its
     /// state on each master must make sense alone, and [`raise_fence`](Kind::raise_fence)
     /// must raise a grant's fence on a master that granted. A kind that keeps more (a line,
@@ -38,6 +42,12 @@ pub trait Kind: Send + Sync + 'static {
 
     /// What every lock of the kind shares with every other kind.
     fn lock(&self) -> &Lock;
+
+    /// The names a grant takes, as the wait-for graph names them: by default the lock's one
+    /// name.
+    fn names_taken(&self) -> Vec<String> {
+        vec![self.lock().name.clone()]
+    }
 
     /// Where releases of this lock are announced: the channel a waiter with no place listens
     /// on, and the key a `WAIT` for replicas is routed by.
@@ -160,6 +170,9 @@ pub struct Lock {
     /// The lease in whole milliseconds, checked when the lock was made.
     pub(crate) lease_ms: u64,
     pub(crate) wait_timeout: Option<Duration>,
+    /// How long a waiter waits before it records its wait and checks it, and between checks;
+    /// and whether it gives up when its wait closes a cycle.
+    pub(crate) wait_check: Option<(Duration, bool)>,
 }
 
 impl Lock {
@@ -172,11 +185,31 @@ impl Lock {
     ) -> Result<Lock> {
         shared.nodes.accept(K::NAME, K::ON_SEVERAL_NODES)?;
         let lease = options.lease.unwrap_or(shared.options.default_lease);
+        let wait_check = match (options.deadlock_check, options.record_wait) {
+            (Some(after), _) => Some((after, true)),
+            (None, Some(after)) => Some((after, false)),
+            (None, None) => None,
+        };
+        if wait_check.is_some_and(|(after, _)| after < Duration::from_millis(10)) {
+            return Err(crate::error::Error::InvalidOption {
+                option: if options.deadlock_check.is_some() {
+                    "deadlock_check"
+                } else {
+                    "record_wait"
+                },
+                reason: "at least 10 ms between checks".into(),
+            });
+        }
+        if wait_check.is_some() {
+            // The waits are recorded on one deployment, not on each of several masters.
+            shared.nodes.only("the deadlock check")?;
+        }
         Ok(Lock {
             name: keys.display_name(),
             lease_ms: lease.millis()?,
             lease,
             wait_timeout: options.wait_timeout,
+            wait_check,
             keys,
             shared,
         })

@@ -4,7 +4,7 @@
 //! a kind describes itself through [`kind::Kind`].
 //!
 //! Within the core, modules depend on each other in one direction only, lowest first:
-//! `observe`, `stored`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`,
+//! `observe`, `stored`, `waits`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`,
 //! `grant`, `guard` (`cargo xtask layers` refuses a circle).
 
 pub(crate) mod grant;
@@ -19,6 +19,7 @@ pub(crate) mod notify;
 pub(crate) mod observe;
 pub(crate) mod shared;
 pub(crate) mod stored;
+pub(crate) mod waits;
 
 /// Lua shared by every script that grants a fencing token: `fence_after` and `next_fence`.
 pub(crate) const FENCE: &str = include_str!("fence.lua");

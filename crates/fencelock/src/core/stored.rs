@@ -4,39 +4,9 @@
 
 use std::time::Duration;
 
+pub(crate) use crate::cycle::LockKind;
 use crate::token::Fence;
 use crate::transport::script::Lua;
-
-/// Which primitive a lock found in Redis belongs to.
-///
-/// A [`MultiMutex`](crate::MultiMutex) holds the [`Mutex`](crate::Mutex) of each of its names,
-/// so its names are listed as mutexes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// A [`Mutex`](crate::Mutex) (or one name of a [`MultiMutex`](crate::MultiMutex)).
-    Mutex,
-    /// A [`ReentrantMutex`](crate::ReentrantMutex).
-    ReentrantMutex,
-    /// A [`RwLock`](crate::RwLock).
-    RwLock,
-    /// A [`Semaphore`](crate::Semaphore).
-    Semaphore,
-    /// A [`FairMutex`](crate::FairMutex).
-    FairMutex,
-}
-
-impl std::fmt::Display for LockKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LockKind::Mutex => "mutex",
-            LockKind::ReentrantMutex => "reentrant-mutex",
-            LockKind::RwLock => "rwlock",
-            LockKind::Semaphore => "semaphore",
-            LockKind::FairMutex => "fair-mutex",
-        })
-    }
-}
 
 /// A held lock, as an operator sees it.
 ///

@@ -479,6 +479,7 @@ fn decimal(digits: &[u8]) -> Option<u64> {
 impl Kind for Candidate {
     const NAME: &'static str = "election";
     const GUARD: &'static str = "Leadership";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Election;
 
     fn lock(&self) -> &Lock {
         &self.election.lock

@@ -295,6 +295,7 @@ impl fmt::Debug for FairMutex {
 impl Kind for FairGrant {
     const NAME: &'static str = "fair_mutex";
     const GUARD: &'static str = "FairMutexGuard";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::FairMutex;
 
     fn lock(&self) -> &Lock {
         &self.lock

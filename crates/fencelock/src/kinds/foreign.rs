@@ -375,6 +375,7 @@ impl ForeignGrant {
 impl Kind for ForeignGrant {
     const NAME: &'static str = "foreign-mutex";
     const GUARD: &'static str = "ForeignMutexGuard";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::ForeignMutex;
 
     fn lock(&self) -> &Lock {
         &self.lock

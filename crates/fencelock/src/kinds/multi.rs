@@ -323,9 +323,14 @@ fn display_names(members: &[Member]) -> String {
 impl Kind for MultiGrant {
     const NAME: &'static str = "multi_mutex";
     const GUARD: &'static str = "MultiMutexGuard";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Mutex;
 
     fn lock(&self) -> &Lock {
         &self.lock
+    }
+
+    fn names_taken(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.display.clone()).collect()
     }
 
     /// The first name's: a multi-lock has at least one name.

@@ -368,6 +368,7 @@ impl MutexGrant {
 impl Kind for MutexGrant {
     const NAME: &'static str = "mutex";
     const GUARD: &'static str = "MutexGuard";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Mutex;
     const ON_SEVERAL_NODES: bool = true;
 
     fn lock(&self) -> &Lock {

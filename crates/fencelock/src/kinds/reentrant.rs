@@ -361,6 +361,7 @@ impl fmt::Debug for ReentrantMutex {
 impl Kind for ReentrantGrant {
     const NAME: &'static str = "reentrant_mutex";
     const GUARD: &'static str = "ReentrantMutexGuard";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::ReentrantMutex;
 
     fn lock(&self) -> &Lock {
         &self.mutex.lock

@@ -656,6 +656,7 @@ impl fmt::Debug for RwLock {
 impl<S: Side> Kind for RwGrant<S> {
     const NAME: &'static str = S::NAME;
     const GUARD: &'static str = S::GUARD;
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::RwLock;
 
     fn lock(&self) -> &Lock {
         &self.rwlock.lock

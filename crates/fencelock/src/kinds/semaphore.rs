@@ -564,6 +564,7 @@ impl PermitGrant {
 impl Kind for PermitGrant {
     const NAME: &'static str = "semaphore";
     const GUARD: &'static str = "SemaphorePermit";
+    const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Semaphore;
 
     fn lock(&self) -> &Lock {
         &self.semaphore.lock

@@ -29,3 +29,4 @@ mod semaphore;
 mod sentinel;
 mod shutdown;
 mod usage;
+mod waits;

@@ -259,7 +259,7 @@ async fn permit_holders_are_listed_and_their_labels_go_with_their_grants() {
     let labelled = |label: &str| ClientOptions::default().holder_label(label);
     let a = common::client_with(&server, labelled("worker-a")).await;
     let b = common::client_with(&server, labelled("worker-b")).await;
-    let unlabelled = client(&server).await;
+    let unlabelled = common::client_with(&server, labelled("")).await;
     let fields = || server.cli(&["HGETALL", "fencelock:{pool}:sem"]);
     let listed = || async {
         let locks = a.locks_named("pool").await.expect("status");

@@ -16,6 +16,7 @@ mod peers;
 mod rwlock;
 mod semaphore;
 mod shutdown;
+mod waits;
 
 use fencelock_testkit::process::{run_scenarios, worker_role};
 
@@ -23,7 +24,7 @@ use fencelock_testkit::process::{run_scenarios, worker_role};
 type Named = &'static [(&'static str, fn())];
 
 /// Every module's scenarios.
-const SCENARIOS: [Named; 8] = [
+const SCENARIOS: [Named; 9] = [
     election::SCENARIOS,
     fair::SCENARIOS,
     multi::SCENARIOS,
@@ -32,10 +33,11 @@ const SCENARIOS: [Named; 8] = [
     rwlock::SCENARIOS,
     semaphore::SCENARIOS,
     shutdown::SCENARIOS,
+    waits::SCENARIOS,
 ];
 
 /// Every module's worker roles.
-const WORKERS: [Named; 8] = [
+const WORKERS: [Named; 9] = [
     common::handoff::WORKERS,
     election::WORKERS,
     multi::WORKERS,
@@ -44,6 +46,7 @@ const WORKERS: [Named; 8] = [
     rwlock::WORKERS,
     semaphore::WORKERS,
     shutdown::WORKERS,
+    waits::WORKERS,
 ];
 
 fn main() {

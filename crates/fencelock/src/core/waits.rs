@@ -1,0 +1,516 @@
+//! A waiter's record of its wait, for the deadlock check and the wait-for graph: what it waits
+//! for, since when, and what its task holds, kept in Redis under
+//! `<prefix>waits:<client>/<task>` while a waiter with a deadlock check waits; reading every
+//! record, and finding the deadlocks among them ([`WaitGraph`]). The façade adds the holds
+//! of each kind (`src/waits.rs`, `client.rs`); the core's waiter (`grant.rs`) runs the check
+//! through [`Shared::check_wait`].
+//!
+//! A set of waiting tasks is deadlocked when every holder of everything each of them waits for
+//! is itself one of them: then none can ever go on. For a lock one task holds at a time that
+//! needs one record naming the hold; for a semaphore or a read-write lock, records naming as
+//! many holds as Redis keeps. A holder that recorded no wait (it runs, or waits without the
+//! check) takes its waiters out of the set: it may release. Each cycle inside the set is
+//! reported.
+//!
+//! A record lives a few check intervals unless its waiter refreshes it, so a crashed waiter's
+//! record goes by itself; a waiter that stops waiting deletes its own.
+//!
+//! [`Shared::check_wait`]: crate::core::shared::Shared::check_wait
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::core::stored::LockInfo;
+use crate::cycle::{CycleStep, LockKind, TaskId, WaitCycle};
+use crate::error::Result;
+use crate::options::millis;
+use crate::token::Fence;
+use crate::transport::conn::Conn;
+
+/// The suffix after the prefix of every record's key.
+pub(crate) const RECORDS: &str = "waits:";
+
+/// One waiter's wait, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wait {
+    pub(crate) task: TaskId,
+    pub(crate) label: String,
+    /// When the wait began, by this client's clock.
+    pub(crate) since: SystemTime,
+    /// The locks it waits for: one, or a multi-lock's names.
+    pub(crate) waits_for: Vec<(LockKind, String)>,
+    /// What its task holds, one entry per hold of each lock.
+    pub(crate) holds: Vec<(LockKind, String)>,
+    /// How long the record lives unless refreshed.
+    pub(crate) ttl: Duration,
+}
+
+impl Wait {
+    /// The key of `task`'s record under `prefix`.
+    pub(crate) fn key_of(prefix: &str, task: &TaskId) -> Vec<u8> {
+        format!("{prefix}{RECORDS}{task}").into_bytes()
+    }
+
+    /// The record's value: a line per field, names and label in hex so that any bytes fit.
+    pub(crate) fn encode(&self) -> String {
+        let since = self.since.duration_since(UNIX_EPOCH).map_or(0, millis);
+        let mut out = format!("fencelock-wait 1\n{since}\n{}\n", hex(&self.label));
+        for (tag, list) in [("W", &self.waits_for), ("H", &self.holds)] {
+            for (kind, name) in list {
+                out.push_str(&format!("{tag} {kind} {}\n", hex(name)));
+            }
+        }
+        out
+    }
+
+    /// The record of `task` read back; `None` for a value fencelock did not write.
+    pub(crate) fn decode(task: TaskId, value: &str) -> Option<Wait> {
+        let mut lines = value.lines();
+        if lines.next()? != "fencelock-wait 1" {
+            return None;
+        }
+        let since = UNIX_EPOCH + Duration::from_millis(lines.next()?.parse().ok()?);
+        let label = unhex(lines.next()?)?;
+        let (mut waits_for, mut holds) = (Vec::new(), Vec::new());
+        for line in lines {
+            let mut fields = line.split(' ');
+            let (tag, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+            let entry = (LockKind::parse(kind)?, unhex(name)?);
+            match tag {
+                "W" => waits_for.push(entry),
+                "H" => holds.push(entry),
+                _ => return None,
+            }
+        }
+        Some(Wait {
+            task,
+            label,
+            since,
+            waits_for,
+            holds,
+            ttl: Duration::ZERO,
+        })
+    }
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<String> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// The most waits one graph or one check reads; more are left out, and the graph says so.
+pub const MAX_RECORDED_WAITS: usize = 10_000;
+
+/// How many records one pipeline reads.
+const PAGE: usize = 100;
+
+/// Every lock with holders or recorded waiters, who holds it and who waits for it, and the
+/// deadlocks among them: what [`Client::wait_graph`](crate::Client::wait_graph) returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitGraph {
+    /// Each lock, by name then kind.
+    pub locks: Vec<LockWaits>,
+    /// Each deadlock found, the one whose first wait began first first.
+    pub cycles: Vec<WaitCycle>,
+    /// `false` when there were more recorded waits than [`MAX_RECORDED_WAITS`]: the graph
+    /// shows part of them.
+    pub complete: bool,
+}
+
+/// One lock of a [`WaitGraph`]: its holders and its waiters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockWaits {
+    /// The lock's name.
+    pub name: String,
+    /// Its kind.
+    pub kind: LockKind,
+    /// What inspection reads of it ([`Client::locks`](crate::Client::locks)); `None` when Redis holds no hold of it
+    /// (an election's leader, or a lock released while its waiters were read).
+    pub info: Option<LockInfo>,
+    /// Its holders: each task whose wait record names a hold of it, then each label Redis
+    /// keeps for a hold no record names.
+    pub holders: Vec<GraphHolder>,
+    /// The waiters that recorded their wait for it.
+    pub waiters: Vec<GraphWaiter>,
+}
+
+/// A holder in a [`WaitGraph`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GraphHolder {
+    /// The holding task, when it recorded a wait of its own (else its task is not known).
+    pub task: Option<TaskId>,
+    /// Its client's label, when known.
+    pub label: Option<String>,
+    /// When the hold was granted, from its fence (the server's clock at the grant), for the
+    /// kinds whose one holder's fence Redis keeps.
+    pub since: Option<SystemTime>,
+    /// The hold's fence, where Redis keeps it.
+    pub fence: Option<Fence>,
+}
+
+/// A waiter in a [`WaitGraph`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GraphWaiter {
+    /// The waiting task.
+    pub task: TaskId,
+    /// Its client's label, when it has one.
+    pub label: Option<String>,
+    /// When its wait began, by its client's clock.
+    pub since: SystemTime,
+    /// How long it had waited when the graph was read, by this client's clock.
+    pub waited: Duration,
+    /// The tasks it waits for: the holders of the lock that recorded a wait of their own.
+    pub waits_for: Vec<TaskId>,
+}
+
+/// Every wait record under `prefix`, at most [`MAX_RECORDED_WAITS`] of them, and whether that
+/// was all.
+pub(crate) async fn read_records(conn: &Conn, prefix: &str) -> Result<(Vec<Wait>, bool)> {
+    let mut matcher = Vec::with_capacity(prefix.len() + RECORDS.len() + 2);
+    for &b in prefix.as_bytes() {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            matcher.push(b'\\');
+        }
+        matcher.push(b);
+    }
+    matcher.extend_from_slice(RECORDS.as_bytes());
+    matcher.push(b'*');
+    let mut keys = conn.clone().scan_keys(&matcher).await?;
+    keys.sort();
+    keys.dedup();
+    let complete = keys.len() <= MAX_RECORDED_WAITS;
+    keys.truncate(MAX_RECORDED_WAITS);
+    let mut records = Vec::with_capacity(keys.len());
+    for page in keys.chunks(PAGE) {
+        let mut pipe = redis::pipe();
+        for key in page {
+            pipe.get(key);
+        }
+        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn.clone()).await?;
+        for (key, value) in page.iter().zip(values) {
+            let (Some(value), Some(task)) = (value, task_of(prefix, key)) else {
+                continue;
+            };
+            if let Some(wait) = std::str::from_utf8(&value)
+                .ok()
+                .and_then(|text| Wait::decode(task, text))
+            {
+                records.push(wait);
+            }
+        }
+    }
+    Ok((records, complete))
+}
+
+/// The task a record's key names: `<prefix>waits:<client>/<task>`.
+fn task_of(prefix: &str, key: &[u8]) -> Option<TaskId> {
+    let rest = std::str::from_utf8(key)
+        .ok()?
+        .strip_prefix(prefix)?
+        .strip_prefix(RECORDS)?;
+    let (client, task) = rest.split_once('/')?;
+    Some(TaskId {
+        client: client.to_owned(),
+        task: task.to_owned(),
+    })
+}
+
+/// The tasks holding each lock, by the records, when they are all its holders: one record of a
+/// hold of a lock one holder holds at a time (which Redis must show held), or as many holds as
+/// Redis keeps of a semaphore or a read-write lock; none for a lock nobody holds. `None` for a
+/// lock some holder of which recorded no wait.
+fn recorded_holders(
+    records: &[Wait],
+    infos: &[LockInfo],
+) -> HashMap<(LockKind, String), Option<BTreeSet<usize>>> {
+    let mut holds: HashMap<(LockKind, String), (BTreeSet<usize>, u64)> = HashMap::new();
+    for (at, record) in records.iter().enumerate() {
+        for held in &record.holds {
+            let entry = holds.entry(held.clone()).or_default();
+            entry.0.insert(at);
+            entry.1 += 1;
+        }
+    }
+    let stored: HashMap<(LockKind, &str), u64> = infos
+        .iter()
+        .map(|i| ((i.kind, i.name.as_str()), i.holds))
+        .collect();
+    let mut out = HashMap::new();
+    for record in records {
+        for wanted in &record.waits_for {
+            let (tasks, count) = holds.get(wanted).cloned().unwrap_or_default();
+            let in_redis = stored.get(&(wanted.0, wanted.1.as_str())).copied();
+            // Free: held by nobody Redis or a record knows of. No obstacle (a multi-lock waits
+            // for its other names).
+            if tasks.is_empty() && in_redis.is_none() {
+                out.insert(wanted.clone(), Some(BTreeSet::new()));
+                continue;
+            }
+            let all_known = !tasks.is_empty()
+                && match (wanted.0, in_redis) {
+                    // Redis keeps no hold count of an election's leader.
+                    (LockKind::Election, _) => true,
+                    (kind, Some(_)) if kind.is_exclusive() => true,
+                    (_, Some(held)) => count == held,
+                    (_, None) => false,
+                };
+            out.insert(wanted.clone(), all_known.then_some(tasks));
+        }
+    }
+    out
+}
+
+/// Each cycle among the deadlocked waits of `records` (see the module's documentation).
+pub(crate) fn find_cycles(records: &[Wait], infos: &[LockInfo], now: SystemTime) -> Vec<WaitCycle> {
+    let holders = recorded_holders(records, infos);
+    // What each waiting task waits for: every holder of every lock it waits for, when all of
+    // them are known.
+    let waits_on: Vec<Option<BTreeMap<usize, (LockKind, String)>>> = records
+        .iter()
+        .map(|record| {
+            let mut on = BTreeMap::new();
+            for wanted in &record.waits_for {
+                for &holder in holders.get(wanted)?.as_ref()? {
+                    on.entry(holder).or_insert_with(|| wanted.clone());
+                }
+            }
+            (!on.is_empty()).then_some(on)
+        })
+        .collect();
+    let mut stuck: BTreeSet<usize> = (0..records.len())
+        .filter(|&at| waits_on[at].is_some())
+        .collect();
+    loop {
+        let free: Vec<usize> = stuck
+            .iter()
+            .copied()
+            .filter(|at| {
+                waits_on[*at]
+                    .as_ref()
+                    .is_some_and(|on| on.keys().any(|h| !stuck.contains(h)))
+            })
+            .collect();
+        if free.is_empty() {
+            break;
+        }
+        for at in free {
+            stuck.remove(&at);
+        }
+    }
+    // From each stuck task, follow the holder it waits for (the first stuck one) until a task
+    // comes again: the tasks from its first visit on are a cycle.
+    let mut seen: BTreeSet<Vec<usize>> = BTreeSet::new();
+    let mut cycles = Vec::new();
+    let mut order: Vec<usize> = stuck.iter().copied().collect();
+    order.sort_by_key(|&at| (records[at].since, records[at].task.clone()));
+    for start in order {
+        let mut path = vec![start];
+        let cycle = loop {
+            let at = *path.last().unwrap_or(&start);
+            let Some(next) = waits_on[at]
+                .as_ref()
+                .and_then(|on| on.keys().copied().find(|h| stuck.contains(h)))
+            else {
+                break None;
+            };
+            if let Some(first) = path.iter().position(|&p| p == next) {
+                break Some(path.split_off(first));
+            }
+            path.push(next);
+        };
+        let Some(mut members) = cycle else { continue };
+        // Starting with the task whose wait began first.
+        let first = (0..members.len())
+            .min_by_key(|&i| (records[members[i]].since, records[members[i]].task.clone()))
+            .unwrap_or(0);
+        members.rotate_left(first);
+        let mut key = members.clone();
+        key.sort_unstable();
+        if !seen.insert(key) {
+            continue;
+        }
+        let steps = (0..members.len())
+            .filter_map(|i| {
+                let (w, h) = (members[i], members[(i + 1) % members.len()]);
+                let (kind, name) = waits_on[w].as_ref()?.get(&h)?.clone();
+                let waiter = &records[w];
+                Some(CycleStep {
+                    waiter: waiter.task.clone(),
+                    waiter_label: label(&waiter.label),
+                    name,
+                    kind,
+                    since: waiter.since,
+                    waited: now.duration_since(waiter.since).unwrap_or_default(),
+                    holder: records[h].task.clone(),
+                    holder_label: label(&records[h].label),
+                })
+            })
+            .collect();
+        cycles.push(WaitCycle::new(steps));
+    }
+    cycles
+}
+
+fn label(label: &str) -> Option<String> {
+    (!label.is_empty()).then(|| label.to_owned())
+}
+
+/// The graph of `records` and `infos`, read at `now`.
+pub(crate) fn graph(
+    records: Vec<Wait>,
+    infos: Vec<LockInfo>,
+    complete: bool,
+    now: SystemTime,
+) -> WaitGraph {
+    let cycles = find_cycles(&records, &infos, now);
+    let mut locks: BTreeMap<(String, LockKind), LockWaits> = BTreeMap::new();
+    for info in infos {
+        locks.insert(
+            (info.name.clone(), info.kind),
+            LockWaits {
+                name: info.name.clone(),
+                kind: info.kind,
+                info: Some(info),
+                holders: Vec::new(),
+                waiters: Vec::new(),
+            },
+        );
+    }
+    for record in &records {
+        for held in &record.holds {
+            let lock = locks
+                .entry((held.1.clone(), held.0))
+                .or_insert_with(|| empty(held));
+            if lock
+                .holders
+                .iter()
+                .any(|h| h.task.as_ref() == Some(&record.task))
+            {
+                continue;
+            }
+            let fence = lock.info.as_ref().and_then(|i| i.fence);
+            lock.holders.push(GraphHolder {
+                task: Some(record.task.clone()),
+                label: label(&record.label),
+                since: fence.filter(|_| held.0.is_exclusive()).map(fence_time),
+                fence: fence.filter(|_| held.0.is_exclusive()),
+            });
+        }
+    }
+    for lock in locks.values_mut() {
+        let Some(info) = &lock.info else { continue };
+        let recorded: Vec<String> = lock
+            .holders
+            .iter()
+            .filter_map(|h| h.label.clone())
+            .collect();
+        let exclusive = lock.kind.is_exclusive();
+        if exclusive && !lock.holders.is_empty() {
+            continue;
+        }
+        let mut unrecorded: Vec<GraphHolder> = info
+            .holders
+            .iter()
+            .filter(|l| !recorded.contains(l))
+            .map(|l| GraphHolder {
+                task: None,
+                label: Some(l.clone()),
+                since: info.fence.filter(|_| exclusive).map(fence_time),
+                fence: info.fence.filter(|_| exclusive),
+            })
+            .collect();
+        if unrecorded.is_empty() && lock.holders.is_empty() {
+            unrecorded.push(GraphHolder {
+                task: None,
+                label: None,
+                since: info.fence.filter(|_| exclusive).map(fence_time),
+                fence: info.fence.filter(|_| exclusive),
+            });
+        }
+        lock.holders.extend(unrecorded);
+    }
+    for record in &records {
+        for wanted in &record.waits_for {
+            let lock = locks
+                .entry((wanted.1.clone(), wanted.0))
+                .or_insert_with(|| empty(wanted));
+            let waits_for = lock.holders.iter().filter_map(|h| h.task.clone()).collect();
+            lock.waiters.push(GraphWaiter {
+                task: record.task.clone(),
+                label: label(&record.label),
+                since: record.since,
+                waited: now.duration_since(record.since).unwrap_or_default(),
+                waits_for,
+            });
+        }
+    }
+    for lock in locks.values_mut() {
+        lock.waiters
+            .sort_by(|a, b| (a.since, &a.task).cmp(&(b.since, &b.task)));
+    }
+    WaitGraph {
+        locks: locks.into_values().collect(),
+        cycles,
+        complete,
+    }
+}
+
+fn empty((kind, name): &(LockKind, String)) -> LockWaits {
+    LockWaits {
+        name: name.clone(),
+        kind: *kind,
+        info: None,
+        holders: Vec::new(),
+        waiters: Vec::new(),
+    }
+}
+
+/// A fence's time: the server's clock in microseconds at the grant (raised above the last
+/// fence of the name when the clock stood still or stepped back, by a few microseconds).
+fn fence_time(fence: Fence) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(fence.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_as_written() {
+        let wait = Wait {
+            task: TaskId {
+                client: "abcdefgh".into(),
+                task: "t7".into(),
+            },
+            label: "host a/12".into(),
+            since: UNIX_EPOCH + Duration::from_millis(1_790_000_000_123),
+            waits_for: vec![(LockKind::Mutex, "x y\n".into())],
+            holds: vec![
+                (LockKind::Semaphore, "pool".into()),
+                (LockKind::RwLock, "é".into()),
+            ],
+            ttl: Duration::ZERO,
+        };
+        let back = Wait::decode(wait.task.clone(), &wait.encode());
+        assert_eq!(back, Some(wait.clone()));
+        assert_eq!(Wait::decode(wait.task.clone(), "junk"), None);
+        assert_eq!(
+            Wait::decode(wait.task.clone(), "fencelock-wait 1\n1\n4\n"),
+            None
+        );
+    }
+}
