@@ -441,8 +441,9 @@ mod tests {
         );
         assert_eq!(acquire(&mut c, "t:", 0).await[0], 0, "no place taken");
         assert_eq!(line(&server), "b:10000\nc:10000");
+        // Twice the place, given by the first refusal; the next ones found it long enough.
         let ttl: i64 = server.cli(&["PTTL", PLACES]).parse().expect("pttl");
-        assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
+        assert!(ttl > 9_000 && ttl <= 10_000, "{ttl}");
 
         assert_eq!(release(&mut c, "b:").await, -1, "b does not hold it");
         assert_eq!(line(&server), "c:10000", "but b left the line");

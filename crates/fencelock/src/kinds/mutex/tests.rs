@@ -206,8 +206,9 @@ async fn a_release_grants_the_lock_to_the_waiter_whose_place_ends_first() {
         "a try takes no place"
     );
     let ttl = pttl(&mut c, WAITERS).await;
+    // Lengthened to twice the longest place when that place ended after the set.
     assert!(
-        ttl > 5_000 && ttl <= 20_000,
+        ttl > 20_000 && ttl <= 40_000,
         "the set outlives its longest place: {ttl}"
     );
     // A waiter first in line whose place ended (it stopped trying) is skipped.
