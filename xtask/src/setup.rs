@@ -8,8 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Redis for every test; PostgreSQL for the fenced-write example and its test; libfaketime
-/// for the safety checker's clock faults.
-const PACKAGES: [&str; 4] = ["redis-server", "redis-tools", "postgresql", "faketime"];
+/// for the safety checker's clock faults; tmux for the test of `fencelock top` in a terminal.
+const PACKAGES: [&str; 5] = [
+    "redis-server",
+    "redis-tools",
+    "postgresql",
+    "faketime",
+    "tmux",
+];
 
 /// Where Debian's `libfaketime` installs the library the checker preloads into a server.
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -23,10 +29,10 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
     }
     if !on_path("apt-get") {
         return Err(
-            "redis-server, PostgreSQL or libfaketime is missing and there is no apt-get here: \
-             install Redis 7 (redis-server and redis-cli) on the PATH, PostgreSQL (initdb, \
-             postgres, pg_isready) on the PATH or in FENCELOCK_POSTGRES_BIN, and libfaketime \
-             (or name it in FENCELOCK_LIBFAKETIME)"
+            "redis-server, PostgreSQL, libfaketime or tmux is missing and there is no apt-get \
+             here: install Redis 7 (redis-server and redis-cli) on the PATH, PostgreSQL (initdb, \
+             postgres, pg_isready) on the PATH or in FENCELOCK_POSTGRES_BIN, libfaketime (or \
+             name it in FENCELOCK_LIBFAKETIME) and tmux"
                 .to_owned(),
         );
     }
@@ -43,7 +49,7 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
         Ok(())
     } else {
         Err(
-            "apt-get finished but redis-server, PostgreSQL or libfaketime is still missing"
+            "apt-get finished but redis-server, PostgreSQL, libfaketime or tmux is still missing"
                 .to_owned(),
         )
     }
@@ -52,6 +58,7 @@ pub(crate) fn ensure_packages() -> Result<(), String> {
 fn servers_present() -> bool {
     on_path("redis-server")
         && on_path("redis-cli")
+        && on_path("tmux")
         && fencelock_testkit::postgres_bin_dir().is_some()
         && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("FENCELOCK_LIBFAKETIME").is_some())
 }
