@@ -1636,13 +1636,17 @@ fn status_graph_shows_who_waits_for_whom_and_the_deadlock() {
     let recorded = LockOptions::default()
         .record_wait(Duration::from_millis(100))
         .wait_timeout(Duration::from_secs(20));
+    // Neither side asks for its second lock before both hold their first: else one side
+    // could take both and there would be no cycle to show.
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
     let mut sides = Vec::new();
     for (label, first, second) in [("billing-1", "A", "B"), ("billing-2", "B", "A")] {
-        let (url, held_tx, mut stop, recorded) = (
+        let (url, held_tx, mut stop, recorded, both_hold) = (
             url.clone(),
             held_tx.clone(),
             stop_rx.clone(),
             recorded.clone(),
+            both_hold.clone(),
         );
         sides.push(runtime.spawn(async move {
             let options = ClientOptions::default().holder_label(label);
@@ -1656,6 +1660,7 @@ fn status_graph_shows_who_waits_for_whom_and_the_deadlock() {
                 .await
                 .expect("lock");
             held_tx.send(()).expect("tell");
+            both_hold.wait().await;
             let waiting = client.mutex_with_options(second, recorded).expect("name");
             // Waits until the test has looked, then gives up: the cycle has no other way out.
             tokio::select! {
