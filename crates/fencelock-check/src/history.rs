@@ -245,10 +245,10 @@ fn count_fences_back(sections: &[Section]) -> usize {
         .count()
 }
 
-/// Accepted writes sent after a section entered later had its read answered: the resource
-/// executed that read before this write, so the write overwrote what a later holder based its
-/// own write on. Comparing the send time of the write with the reply time of the read keeps
-/// this free of false alarms: both are on the shared clock.
+/// Accepted writes sent after a section later in the lock's order had its read answered: the
+/// resource executed that read before this write, so the write overwrote what a later holder
+/// based its own write on. Comparing the send time of the write with the reply time of the
+/// read keeps this free of false alarms: both are on the shared clock.
 fn count_stale_writes(sections: &[Section]) -> usize {
     sections
         .iter()
@@ -259,13 +259,25 @@ fn count_stale_writes(sections: &[Section]) -> usize {
                 .filter(|&&sent| {
                     sections.iter().any(|later| {
                         later.worker != section.worker
-                            && later.enter > section.enter
+                            && comes_after(later, section)
                             && later.read_done.is_some_and(|read| read < sent)
                     })
                 })
                 .count()
         })
         .sum()
+}
+
+/// Whether `later` comes after `earlier` in the lock's order. Between two exclusive fenced
+/// grants that order is their fences': two holders at once (after an eviction, say) log their
+/// entries in either order, and the one with the lower fence is the earlier grant even when
+/// its acquire returned last (its later write is the one the resource refuses). Otherwise it
+/// is the order of entry.
+fn comes_after(later: &Section, earlier: &Section) -> bool {
+    match (later.fence, earlier.fence) {
+        (Some(l), Some(e)) if !later.shared && !earlier.shared => l > e,
+        _ => later.enter > earlier.enter,
+    }
 }
 
 #[cfg(test)]
@@ -343,6 +355,30 @@ mod tests {
         // Asked for at 6, before either earlier grant entered: they may have come after it.
         let histories = vec![fenced(11, 50), fenced(10, 200)];
         assert_eq!(analyse(&histories, 2, 0).fences_back, 0);
+    }
+
+    #[test]
+    fn a_write_after_the_read_of_a_lower_fence_entered_later_is_not_stale() {
+        let fenced = |enter: u64, read: u64, write: u64, fence: u64, accepted: bool| {
+            let mut events = section(enter, read, write, write + 1, accepted);
+            events[0] = Event::Enter {
+                t: enter,
+                fence: Some(fence),
+                shared: false,
+                asked: 0,
+            };
+            events
+        };
+        // Two holders at once: fence 50's acquire returned at 9, after fence 100's at 5. The
+        // write of fence 100 at 12 follows fence 50's read, answered at 11; fence 50's write at
+        // 13 is refused. Fence 50 is the earlier grant: nothing was overwritten.
+        let histories = vec![fenced(5, 6, 12, 100, true), fenced(9, 10, 13, 50, false)];
+        let m = analyse(&histories, 1, 0);
+        assert_eq!((m.overlaps, m.stale_writes, m.lost_updates), (1, 0, 0));
+        // Fences in the order of entry: fence 100's read, answered at 10, came before fence
+        // 50's accepted write at 12, which is stale.
+        let histories = vec![fenced(5, 6, 12, 50, true), fenced(8, 9, 13, 100, true)];
+        assert_eq!(analyse(&histories, 1, 0).stale_writes, 1);
     }
 
     #[test]
