@@ -526,7 +526,16 @@ async fn status(client: &Client, pattern: &str, json: bool) -> Result<u8, Failur
 }
 
 async fn graph(client: &Client, pattern: &str, format: GraphFormat) -> Result<u8, Failure> {
-    let graph = client.wait_graph(pattern).await?;
+    let graph = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let line = output::ProgressLine::default();
+        let graph = client
+            .wait_graph_with_progress(pattern, &|seen| line.show(seen))
+            .await;
+        line.clear();
+        graph?
+    } else {
+        client.wait_graph(pattern).await?
+    };
     output::print(&match format {
         GraphFormat::Text => output::graph_text(&graph),
         GraphFormat::Json => output::graph_json(&graph),

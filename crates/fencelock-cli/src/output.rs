@@ -14,6 +14,46 @@ pub(crate) fn print(text: &str) {
         .and_then(|()| stdout.flush());
 }
 
+/// A progress line on standard error while the key space is read: shown at the first `SCAN`
+/// call, then at most every 100 ms, and cleared at the end, so that nothing of it stays
+/// before the output.
+#[derive(Default)]
+pub(crate) struct ProgressLine {
+    shown: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl ProgressLine {
+    /// Shows how far the walk is, unless the line was shown in the last 100 ms.
+    pub(crate) fn show(&self, seen: fencelock::ScanProgress) {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        if shown.is_some_and(|at| at.elapsed() < std::time::Duration::from_millis(100)) {
+            return;
+        }
+        *shown = Some(std::time::Instant::now());
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr
+            .write_all(progress_text(seen).as_bytes())
+            .and_then(|()| stderr.flush());
+    }
+
+    /// Erases the line, if it was shown.
+    pub(crate) fn clear(&self) {
+        let shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        if shown.is_some() {
+            let mut stderr = std::io::stderr().lock();
+            let _ = stderr.write_all(b"\r\x1b[K").and_then(|()| stderr.flush());
+        }
+    }
+}
+
+/// The progress line's text: back to the start of the line, the counts, the rest erased.
+fn progress_text(seen: fencelock::ScanProgress) -> String {
+    format!(
+        "\rreading the key space (SCAN calls: {}, keys: {})\x1b[K",
+        seen.scans, seen.keys
+    )
+}
+
 /// One line about a lock, for messages: `mutex "report" held by vm/14741 (fence 17…, lease
 /// ends in 29.5s)`.
 pub(crate) fn describe(info: &LockInfo) -> String {

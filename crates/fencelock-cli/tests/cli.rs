@@ -1736,6 +1736,33 @@ fn status_graph_shows_who_waits_for_whom_and_the_deadlock() {
     }
 }
 
+/// On a terminal, `status --graph` shows how far its walk of the key space is on standard error
+/// and erases that line before the graph; on a pipe it writes nothing there.
+#[test]
+fn status_graph_shows_its_progress_on_a_terminal_only() {
+    let server = RedisServer::start();
+    let out = output(&server, &["status", "--graph"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+
+    // `script` runs the command on a terminal of its own and copies what it wrote there.
+    let command = format!("env REDIS_URL={} {FENCELOCK} status --graph", server.url());
+    let typed = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run script");
+    let screen = String::from_utf8_lossy(&typed.stdout).into_owned();
+    assert!(typed.status.success(), "{screen:?} {}", stderr(&typed));
+    assert!(
+        screen.contains("reading the key space (SCAN calls: 1, keys: 0)"),
+        "{screen:?}"
+    );
+    let progress = screen.find("reading the key space").expect("shown");
+    let erased = screen.rfind("\r\x1b[K").expect("erased");
+    assert!(progress < erased, "{screen:?}");
+}
+
 /// `tmux -L <socket> ARGS`: a tmux server of this test's own.
 fn tmux(socket: &str, args: &[&str]) -> Output {
     Command::new("tmux")

@@ -687,7 +687,7 @@ pub(crate) fn check_wait(
             .arg(millis(wait.ttl).max(1))
             .query_async::<()>(&mut conn.clone())
             .await?;
-        let (mut records, _) = read_records(conn, &client.shared.options.prefix).await?;
+        let (mut records, _) = read_records(conn, &client.shared.options.prefix, &|_| {}).await?;
         records.retain(|r| r.task != wait.task);
         records.push(wait.clone());
         let names: BTreeSet<String> = records

@@ -58,10 +58,19 @@ impl Client {
     /// # }
     /// ```
     pub async fn locks(&self, pattern: &str) -> Result<Vec<LockInfo>> {
+        self.locks_scanning(pattern, &|_| {}).await
+    }
+
+    /// [`Client::locks`], telling `page` how many keys each `SCAN` call returned.
+    pub(crate) async fn locks_scanning(
+        &self,
+        pattern: &str,
+        page: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<LockInfo>> {
         let conn = self.shared.nodes.only("lock inspection")?;
         let prefix = &self.shared.options.prefix;
         let matcher = scan_pattern(prefix, pattern, "*");
-        let keys = conn.clone().scan_keys(&matcher).await?;
+        let keys = conn.clone().scan_keys(&matcher, page).await?;
         let mut found: Vec<(Vec<u8>, usize)> = keys
             .iter()
             .filter_map(|key| {

@@ -34,6 +34,7 @@ pub use crate::core::guard::Guard;
 pub use crate::core::lease::Lost;
 pub use crate::core::stored::LockInfo;
 pub use crate::core::waits::{GraphHolder, GraphWaiter, LockWaits, WaitGraph, MAX_RECORDED_WAITS};
+pub use crate::waits::ScanProgress;
 pub use check::DeploymentWarning;
 pub use client::Client;
 pub use connect::{Deployment, IntoDeployment};

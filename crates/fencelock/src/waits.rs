@@ -4,6 +4,7 @@
 //! (`core/waits.rs`, which also finds the cycles).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use crate::client::Client;
@@ -49,9 +50,50 @@ impl Client {
     /// # }
     /// ```
     pub async fn wait_graph(&self, pattern: &str) -> Result<WaitGraph> {
+        self.wait_graph_with_progress(pattern, &|_| {}).await
+    }
+
+    /// [`Client::wait_graph`], telling `progress` how far the walk of the key space has come
+    /// after each `SCAN` call: for a progress line while a big key space is read (the CLI's
+    /// `status --graph` shows one on a terminal).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::wait_graph`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let guard = client.mutex("ledger")?.lock().await?;
+    /// let last = std::sync::Mutex::new(fencelock::ScanProgress::default());
+    /// let graph = client
+    ///     .wait_graph_with_progress("*", &|seen| *last.lock().unwrap() = seen)
+    ///     .await?;
+    /// assert_eq!(graph.locks.len(), 1);
+    /// // A walk of the wait records, then one of the locks: one `SCAN` call each here.
+    /// assert_eq!(last.lock().unwrap().scans, 2);
+    /// # guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait_graph_with_progress(
+        &self,
+        pattern: &str,
+        progress: &(dyn Fn(ScanProgress) + Sync),
+    ) -> Result<WaitGraph> {
+        let seen = Seen::default();
+        let page = |keys: usize| progress(seen.page(keys));
         let conn = self.shared.nodes.only("the wait-for graph")?;
-        let (records, complete) = read_records(conn, &self.shared.options.prefix).await?;
-        let mut infos = self.locks(pattern).await?;
+        let (records, complete) = read_records(conn, &self.shared.options.prefix, &page).await?;
+        let mut infos = self.locks_scanning(pattern, &page).await?;
         // A lock waited for, outside the pattern's listing or released since, is read by name.
         let listed: BTreeSet<(LockKind, String)> =
             infos.iter().map(|i| (i.kind, i.name.clone())).collect();
@@ -71,5 +113,37 @@ impl Client {
             }
         }
         Ok(graph(records, infos, complete, SystemTime::now()))
+    }
+}
+
+/// How far a walk of the key space has come: see [`Client::wait_graph_with_progress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanProgress {
+    /// `SCAN` calls answered so far.
+    pub scans: u64,
+    /// Keys those calls returned that matched what is read (a key may be counted twice, as
+    /// `SCAN` may return it twice).
+    pub keys: u64,
+}
+
+/// The running count behind [`ScanProgress`].
+#[derive(Default)]
+struct Seen {
+    scans: AtomicU64,
+    keys: AtomicU64,
+}
+
+impl Seen {
+    /// Counts one `SCAN` call that returned `keys` keys, and says how far the walk is.
+    fn page(&self, keys: usize) -> ScanProgress {
+        let keys = u64::try_from(keys).unwrap_or(u64::MAX);
+        ScanProgress {
+            scans: self.scans.fetch_add(1, Ordering::Relaxed) + 1,
+            keys: self
+                .keys
+                .fetch_add(keys, Ordering::Relaxed)
+                .saturating_add(keys),
+        }
     }
 }

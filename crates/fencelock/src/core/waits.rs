@@ -178,8 +178,12 @@ pub struct GraphWaiter {
 }
 
 /// Every wait record under `prefix`, at most [`MAX_RECORDED_WAITS`] of them, and whether that
-/// was all.
-pub(crate) async fn read_records(conn: &Conn, prefix: &str) -> Result<(Vec<Wait>, bool)> {
+/// was all. `page` is told how many keys each `SCAN` call returned.
+pub(crate) async fn read_records(
+    conn: &Conn,
+    prefix: &str,
+    page: &(dyn Fn(usize) + Sync),
+) -> Result<(Vec<Wait>, bool)> {
     let mut matcher = Vec::with_capacity(prefix.len() + RECORDS.len() + 2);
     for &b in prefix.as_bytes() {
         if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
@@ -189,7 +193,7 @@ pub(crate) async fn read_records(conn: &Conn, prefix: &str) -> Result<(Vec<Wait>
     }
     matcher.extend_from_slice(RECORDS.as_bytes());
     matcher.push(b'*');
-    let mut keys = conn.clone().scan_keys(&matcher).await?;
+    let mut keys = conn.clone().scan_keys(&matcher, page).await?;
     keys.sort();
     keys.dedup();
     let complete = keys.len() <= MAX_RECORDED_WAITS;

@@ -138,8 +138,13 @@ const SCAN_COUNT: usize = 1000;
 
 impl Conn {
     /// Every key matching the `SCAN MATCH` pattern `matcher`, on every master of the
-    /// deployment. A key may be listed more than once.
-    pub(crate) async fn scan_keys(&mut self, matcher: &[u8]) -> RedisResult<Vec<Vec<u8>>> {
+    /// deployment. A key may be listed more than once. `page` is told, after each `SCAN`
+    /// call, how many matching keys it returned.
+    pub(crate) async fn scan_keys(
+        &mut self,
+        matcher: &[u8],
+        page: &(dyn Fn(usize) + Sync),
+    ) -> RedisResult<Vec<Vec<u8>>> {
         #[cfg(feature = "cluster")]
         if let Conn::Cluster(conn, _) = self {
             let nodes: String = conn
@@ -152,16 +157,21 @@ impl Conn {
             let mut keys = Vec::new();
             for (host, port) in masters_serving_slots(&nodes) {
                 let at = SingleNodeRoutingInfo::ByAddress { host, port };
-                keys.extend(scan_node(self, matcher, Some(at)).await?);
+                keys.extend(scan_node(self, matcher, Some(at), page).await?);
             }
             return Ok(keys);
         }
-        scan_node(self, matcher, None).await
+        scan_node(self, matcher, None, page).await
     }
 }
 
 /// `SCAN`s one node to the end: the only node, or the cluster node `at`.
-async fn scan_node(conn: &mut Conn, matcher: &[u8], at: Option<Node>) -> RedisResult<Vec<Vec<u8>>> {
+async fn scan_node(
+    conn: &mut Conn,
+    matcher: &[u8],
+    at: Option<Node>,
+    page: &(dyn Fn(usize) + Sync),
+) -> RedisResult<Vec<Vec<u8>>> {
     let mut keys = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -179,6 +189,7 @@ async fn scan_node(conn: &mut Conn, matcher: &[u8], at: Option<Node>) -> RedisRe
             }
             (conn, _) => scan.query_async(conn).await?,
         };
+        page(batch.len());
         keys.extend(batch);
         cursor = next;
         if cursor == 0 {

@@ -558,3 +558,57 @@ async fn the_graph_links_every_kind_and_finds_a_cycle_through_all_of_them() -> R
     }
     Ok(())
 }
+
+/// A walk of a big key space tells its progress after each `SCAN` call, in counts that only
+/// grow, and reads the same graph as the walk without it.
+#[tokio::test]
+async fn the_graph_of_a_big_key_space_tells_its_progress_page_by_page() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let client = common::client(&server).await;
+    // 5,000 keys of someone else's beside the locks: several `SCAN` calls of 1,000 each.
+    let mut other = Vec::new();
+    for i in 0..5000 {
+        other.push(format!("cache:{i}"));
+        other.push("x".to_owned());
+    }
+    let mut args = vec!["MSET"];
+    args.extend(other.iter().map(String::as_str));
+    server.cli(&args);
+    let held = client.mutex("ledger")?.lock().await?;
+    let permit = client.semaphore("pdf", 2)?.acquire().await?;
+
+    let seen = std::sync::Mutex::new(Vec::new());
+    let graph = client
+        .wait_graph_with_progress("*", &|progress| {
+            seen.lock().expect("not poisoned").push(progress)
+        })
+        .await?;
+    let seen = seen.into_inner().expect("not poisoned");
+    // Two walks (the wait records, then the locks), each of more than one call.
+    assert!(seen.len() >= 6, "{seen:?}");
+    assert!(
+        seen.windows(2)
+            .all(|w| w[1].scans == w[0].scans + 1 && w[1].keys >= w[0].keys),
+        "{seen:?}"
+    );
+    // The lock walk matched the mutex's and the semaphore's keys, the records walk none.
+    let last = seen.last().expect("a call");
+    assert!(last.keys >= 2, "{last:?}");
+    let plain = client.wait_graph("*").await?;
+    let names = |g: &fencelock::WaitGraph| -> Vec<(String, LockKind, usize)> {
+        g.locks
+            .iter()
+            .map(|l| (l.name.clone(), l.kind, l.holders.len()))
+            .collect()
+    };
+    assert_eq!(names(&graph), names(&plain));
+    assert_eq!(
+        names(&graph),
+        [
+            ("ledger".to_owned(), LockKind::Mutex, 1),
+            ("pdf".to_owned(), LockKind::Semaphore, 1)
+        ]
+    );
+    held.unlock().await?;
+    permit.release().await
+}
