@@ -3,10 +3,15 @@
 //! fence with every access, and the resource refuses an access whose fence is lower than the
 //! highest it has seen.
 
-use redis::aio::ConnectionManager;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use crate::error::Result;
+
+/// How long a worker waits for an answer of the resource.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The key of lane `lane`'s counter (each lane, one lock name, protects a counter of its own).
 pub fn counter_key(lane: usize) -> String {
@@ -41,7 +46,11 @@ impl Resource {
     ///
     /// When the URL is malformed or the server cannot be reached.
     pub async fn connect(url: &str) -> Result<Resource> {
-        let conn = ConnectionManager::new(redis::Client::open(url)?).await?;
+        // The resource is never faulted, but the machine that runs a cell may be loaded: an
+        // answer later than the redis crate's half-second default would fail the worker
+        // ("redis: timed out"), which says nothing of the lock.
+        let config = ConnectionManagerConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
+        let conn = ConnectionManager::new_with_config(redis::Client::open(url)?, config).await?;
         Ok(Resource {
             conn,
             counter: counter_key(0),

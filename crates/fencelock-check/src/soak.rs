@@ -160,6 +160,15 @@ impl SoakReport {
                 row.violations,
             );
         }
+        for row in self.rows.iter().filter(|r| !r.worker_failures.is_empty()) {
+            let _ = writeln!(
+                out,
+                "\n{} × {}: a worker ended in a way nobody asked for: {}.",
+                row.strategy,
+                row.fault,
+                row.worker_failures.join("; ")
+            );
+        }
         for row in self.rows.iter().filter(|r| r.violations > 0) {
             let _ = writeln!(
                 out,
