@@ -14,6 +14,31 @@ pub(crate) fn print(text: &str) {
         .and_then(|()| stdout.flush());
 }
 
+/// `header` and `rows` as aligned columns, two spaces apart, one line each.
+pub(crate) fn columns<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:width$}"))
+            .collect();
+        out.push_str(padded.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(&header.map(str::to_owned));
+    for row in rows {
+        line(row);
+    }
+    out
+}
+
 /// A progress line on standard error while the key space is read: shown at the first `SCAN`
 /// call, then at most every 100 ms, and cleared at the end, so that nothing of it stays
 /// before the output.
@@ -158,26 +183,7 @@ pub(crate) fn table(locks: &[LockInfo]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        out.push_str(padded.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(&header.map(str::to_owned));
-    for row in &rows {
-        line(row);
-    }
+    let mut out = columns(header, &rows);
     if rows.is_empty() {
         out.push_str("(no locks held)\n");
     }

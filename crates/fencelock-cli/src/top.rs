@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use fencelock::{Client, LockKind, LockWaits, WaitGraph};
 use nix::sys::termios::{self, SetArg, Termios};
 
-use crate::output::human;
+use crate::output::{self, human};
 use crate::Failure;
 
 const TOP_HELP_KEYS: &str = "q quit  s sort";
@@ -154,25 +154,7 @@ pub(crate) fn screen(graph: &WaitGraph, sort: SortKey, pattern: &str) -> String 
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        out.push_str(padded.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(&header.map(str::to_owned));
-    for row in &cells {
-        line(row);
-    }
+    out.push_str(&output::columns(header, &cells));
     out
 }
 
@@ -218,7 +200,7 @@ pub(crate) async fn top(client: &Client, pattern: &str, mut sort: SortKey) -> Re
     let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     if !interactive {
         let graph = client.wait_graph(pattern).await?;
-        crate::output::print(&screen(&graph, sort, pattern));
+        output::print(&screen(&graph, sort, pattern));
         return Ok(crate::exit::SUCCESS);
     }
     let terminal = RawTerminal::enter()?;
