@@ -6,14 +6,18 @@
 //! It cuts every connection at once, or one connection alone, known by its number in the order
 //! the proxy accepted them: a client's connections open in an order the test controls (its
 //! command connection while it is made, its pub/sub connection right after, in the background).
+//! One connection can also be sent to another server than the rest (a client whose pub/sub
+//! connection stayed on a node that is no longer master, as behind a DNS name or a virtual IP
+//! that moved), closed (a killed connection), or have what the server sends it held back for a
+//! while (a slow or congested link).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often an idle or cut pump looks at its flags again.
 const POLL: Duration = Duration::from_millis(5);
@@ -65,17 +69,46 @@ impl Proxy {
     /// order they were accepted) alone; the others go on. [`set_cut`](Proxy::set_cut) cuts it
     /// too, whatever this says.
     pub fn set_cut_connection(&self, connection: usize, cut: bool) {
-        let mut cut_alone = self
-            .flags
-            .cut_alone
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut cut_alone = locked(&self.flags.cut_alone);
         if cut {
             cut_alone.insert(connection);
         } else {
             cut_alone.remove(&connection);
         }
     }
+
+    /// Sends the connection numbered `connection`, once it is accepted, to `upstream` instead
+    /// of the proxy's own server; a connection accepted already keeps its server.
+    pub fn route_connection(&self, connection: usize, upstream: SocketAddr) {
+        locked(&self.flags.routes).insert(connection, upstream);
+    }
+
+    /// Sends every connection accepted from now on to `upstream`; those accepted before keep
+    /// their server (a name or address that moved to a new master).
+    pub fn set_upstream(&self, upstream: SocketAddr) {
+        *locked(&self.flags.upstream) = Some(upstream);
+    }
+
+    /// Closes the connection numbered `connection` on both sides, as a server's `CLIENT KILL`
+    /// or a reset does; the others go on.
+    pub fn close_connection(&self, connection: usize) {
+        locked(&self.flags.closed).insert(connection);
+    }
+
+    /// Holds back what the server sends on the connection numbered `connection` for `delay`
+    /// before passing it on, in order (`Duration::ZERO` ends the delay): a slow link one way.
+    pub fn delay_connection(&self, connection: usize, delay: Duration) {
+        let mut delays = locked(&self.flags.delays);
+        if delay.is_zero() {
+            delays.remove(&connection);
+        } else {
+            delays.insert(connection, delay);
+        }
+    }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Drop for Proxy {
@@ -91,6 +124,14 @@ struct Flags {
     accepted: Arc<AtomicUsize>,
     /// The connections cut one by one.
     cut_alone: Arc<Mutex<HashSet<usize>>>,
+    /// Where connections go that are not routed one by one, once set.
+    upstream: Arc<Mutex<Option<SocketAddr>>>,
+    /// Connections routed one by one, by number.
+    routes: Arc<Mutex<HashMap<usize, SocketAddr>>>,
+    /// Connections closed by the test.
+    closed: Arc<Mutex<HashSet<usize>>>,
+    /// How long what the server sends on a connection is held back.
+    delays: Arc<Mutex<HashMap<usize, Duration>>>,
 }
 
 impl Flags {
@@ -100,12 +141,26 @@ impl Flags {
 
     /// Whether connection number `connection` is cut.
     fn cut(&self, connection: usize) -> bool {
-        self.cut.load(Ordering::SeqCst)
-            || self
-                .cut_alone
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&connection)
+        self.cut.load(Ordering::SeqCst) || locked(&self.cut_alone).contains(&connection)
+    }
+
+    /// Whether connection number `connection` was closed by the test, or the proxy stopped.
+    fn ended(&self, connection: usize) -> bool {
+        self.stopped() || locked(&self.closed).contains(&connection)
+    }
+
+    /// Where connection number `connection` goes, the proxy's own server being `upstream`.
+    fn upstream_of(&self, connection: usize, upstream: SocketAddr) -> SocketAddr {
+        locked(&self.routes)
+            .get(&connection)
+            .copied()
+            .or(*locked(&self.upstream))
+            .unwrap_or(upstream)
+    }
+
+    /// How long what the server sends on connection `connection` is held back.
+    fn delay(&self, connection: usize) -> Option<Duration> {
+        locked(&self.delays).get(&connection).copied()
     }
 }
 
@@ -129,7 +184,7 @@ fn connect(client: TcpStream, upstream: SocketAddr, flags: &Flags, connection: u
     while flags.cut(connection) && !flags.stopped() {
         thread::sleep(POLL);
     }
-    let Ok(server) = TcpStream::connect(upstream) else {
+    let Ok(server) = TcpStream::connect(flags.upstream_of(connection, upstream)) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
@@ -137,16 +192,30 @@ fn connect(client: TcpStream, upstream: SocketAddr, flags: &Flags, connection: u
         return;
     };
     let back = flags.clone();
-    thread::spawn(move || pump(server_in, client, &back, connection));
-    pump(client_in, server, flags, connection);
+    thread::spawn(move || pump(server_in, client, &back, connection, Direction::ToClient));
+    pump(client_in, server, flags, connection, Direction::ToServer);
 }
 
-/// Copies `from` to `to` while the link is up; stops when either side closes or the proxy
-/// stops, and then closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags, connection: usize) {
+/// Which way a pump copies: only what goes to the client is ever delayed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToClient,
+}
+
+/// Copies `from` to `to` while the link is up; stops when either side closes, the connection
+/// is closed or the proxy stops, and then closes both. What goes to the client waits out the
+/// connection's delay, counted from when it was read.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    flags: &Flags,
+    connection: usize,
+    direction: Direction,
+) {
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = [0u8; 16 * 1024];
-    while !flags.stopped() {
+    while !flags.ended(connection) {
         if flags.cut(connection) {
             thread::sleep(POLL);
             continue;
@@ -154,9 +223,15 @@ fn pump(mut from: TcpStream, mut to: TcpStream, flags: &Flags, connection: usize
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                let read_at = Instant::now();
                 // Read just as the link was cut: hold it back like the rest.
-                while flags.cut(connection) && !flags.stopped() {
+                while flags.cut(connection) && !flags.ended(connection) {
                     thread::sleep(POLL);
+                }
+                if direction == Direction::ToClient {
+                    if let Some(delay) = flags.delay(connection) {
+                        thread::sleep(delay.saturating_sub(read_at.elapsed()));
+                    }
                 }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
@@ -219,6 +294,48 @@ mod tests {
             echoes(&mut first, b"live", Duration::from_secs(5)),
             "the other goes on"
         );
+    }
+
+    #[test]
+    fn one_connection_goes_to_another_server_and_one_is_closed() {
+        let first_server = echo(1);
+        let other_server = echo(1);
+        let proxy = Proxy::start(first_server);
+        proxy.route_connection(1, other_server);
+        let mut first = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(echoes(&mut first, b"one!", Duration::from_secs(5)));
+        let mut second = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(
+            echoes(&mut second, b"two!", Duration::from_secs(5)),
+            "the routed connection reaches the other server, which has a connection to spare"
+        );
+        proxy.close_connection(0);
+        let mut buf = [0u8; 4];
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        assert!(
+            matches!(first.read(&mut buf), Ok(0) | Err(_)),
+            "a closed connection reads its end"
+        );
+        assert!(echoes(&mut second, b"live", Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_delayed_connection_passes_the_bytes_on_after_the_delay() {
+        let proxy = Proxy::start(echo(1));
+        let mut s = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(echoes(&mut s, b"ping", Duration::from_secs(5)));
+        proxy.delay_connection(0, Duration::from_millis(400));
+        s.write_all(b"slow").expect("write");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        let mut buf = [0u8; 4];
+        assert!(s.read_exact(&mut buf).is_err(), "held back for the delay");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        s.read_exact(&mut buf).expect("delivered after the delay");
+        assert_eq!(&buf, b"slow");
     }
 
     #[test]
