@@ -108,6 +108,18 @@ pub enum Error {
         /// How many answers a decision needs.
         needed: usize,
     },
+    /// The lock was granted, but Redis's answer came too late to trust the lease it gave: the
+    /// reply took longer than the lease (less the clock drift allowed for), so by the time it
+    /// arrived the grant may already have ended. The grant was given back, and nobody else was
+    /// holding the lock when it was made. A slow or paused server, or a congested network, is
+    /// the usual cause: [`is_unavailable`](Error::is_unavailable) is true, and waiters try
+    /// again by themselves.
+    LateGrant {
+        /// The lock's name.
+        name: String,
+        /// How long the request took, from its send to its answer.
+        took: Duration,
+    },
     /// The operation is not available on this kind of deployment: for example a
     /// [`RwLock`](crate::RwLock) on a RedLock client, which only offers
     /// [`Mutex`](crate::Mutex).
@@ -186,7 +198,8 @@ impl Error {
     /// operation may succeed later. A node that is no longer master (`READONLY`, `MASTERDOWN`),
     /// a server still loading its data after a restart (`LOADING`), a cluster that is down or
     /// asks to try again (`CLUSTERDOWN`, `TRYAGAIN`) and sentinels that know no master for the
-    /// service right now (during a failover) count as unavailable too. Refused credentials, a
+    /// service right now (during a failover) count as unavailable too, and so does a grant that
+    /// came back too late to trust ([`Error::LateGrant`]). Refused credentials, a
     /// key of the wrong type and other error replies do not: trying again would not help.
     ///
     /// Waiters retry these errors until their wait limit (see
@@ -210,7 +223,7 @@ impl Error {
                         ) | redis::ErrorKind::MasterNameNotFoundBySentinel
                     )
             }
-            Error::NoQuorum { .. } => true,
+            Error::NoQuorum { .. } | Error::LateGrant { .. } => true,
             _ => false,
         }
     }
@@ -302,6 +315,12 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "lock {name:?}: only {answered} RedLock masters answered, {needed} needed"
+            ),
+            Error::LateGrant { name, took } => write!(
+                f,
+                "lock {name:?} was granted, but redis answered after {}, too late to trust the \
+                 lease; gave the grant back",
+                human(*took)
             ),
             Error::Unsupported { what, deployment } => {
                 write!(f, "{what} is not available on {deployment}")

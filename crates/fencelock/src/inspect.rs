@@ -230,9 +230,10 @@ impl Client {
         let conn = self.shared.nodes.only("forced release")?;
         let keys = LockKeys::new(&self.shared.options.prefix, name.as_ref())?;
         let memory_ms = self.shared.options.fence_memory_ms();
+        let window_ms = self.shared.options.handoff_window_ms();
         let mut removed = Vec::new();
         for stored in STORED {
-            if let Some(mut info) = force(conn, stored, &keys, memory_ms).await? {
+            if let Some(mut info) = force(conn, stored, &keys, memory_ms, window_ms).await? {
                 info.waiting_clients = waiting_clients(conn, stored, &keys).await?;
                 removed.push(info);
             }
@@ -312,6 +313,7 @@ async fn force(
     stored: &Stored,
     keys: &LockKeys,
     memory_ms: u64,
+    window_ms: u64,
 ) -> Result<Option<LockInfo>> {
     let mut invocation = stored.force.invocation(conn);
     for suffix in stored.force_keys {
@@ -320,7 +322,9 @@ async fn force(
     for channel in stored.channels {
         invocation.arg(keys.key(channel));
     }
-    invocation.arg(memory_ms);
+    // The kinds that hand the lock on to a waiter offer it for the handoff window; the
+    // others ignore the last argument.
+    invocation.arg(memory_ms).arg(window_ms);
     type Removed = (i64, Option<Vec<u8>>, i64, Vec<(Vec<u8>, Vec<u8>)>, u64);
     let (now_ms, value, pttl, fields, queued): Removed = invocation
         .invoke_async(&mut conn.clone())

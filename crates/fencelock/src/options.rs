@@ -138,6 +138,7 @@ pub struct ClientOptions {
     pub(crate) prefix: String,
     pub(crate) default_lease: Lease,
     pub(crate) wake_fallback: Duration,
+    pub(crate) handoff_window: Duration,
     pub(crate) outage_limit: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
@@ -276,7 +277,18 @@ impl ClientOptions {
     pub(crate) fn fence_memory_ms(&self) -> u64 {
         millis(self.fence_memory)
     }
+
+    /// How long a release's offer to the next waiter lasts, in ms.
+    pub(crate) fn handoff_window_ms(&self) -> u64 {
+        millis(self.handoff_window)
+    }
 }
+
+/// The default [`ClientOptions::handoff_window`].
+const DEFAULT_HANDOFF_WINDOW: Duration = Duration::from_millis(200);
+
+/// The longest [`ClientOptions::handoff_window`].
+const MAX_HANDOFF_WINDOW: Duration = Duration::from_secs(60);
 
 /// The most bytes of a holder label.
 const MAX_LABEL: usize = 128;
@@ -318,6 +330,7 @@ impl Default for ClientOptions {
             prefix: "fencelock:".to_owned(),
             default_lease: Lease::default(),
             wake_fallback: Duration::from_secs(1),
+            handoff_window: DEFAULT_HANDOFF_WINDOW,
             outage_limit: Duration::from_secs(30),
             response_timeout: Duration::from_secs(1),
             connection_timeout: Duration::from_secs(1),
@@ -357,6 +370,23 @@ impl ClientOptions {
     /// the longest pause of a waiter retrying an unreachable Redis. Default: 1 s.
     pub fn wake_fallback(mut self, interval: Duration) -> Self {
         self.wake_fallback = interval;
+        self
+    }
+
+    /// How long a release's offer of the lock to the next waiter lasts before the lock is free
+    /// again, when that waiter does not claim it. Default: 200 ms; from 1 ms to 60 s.
+    ///
+    /// A [`Mutex`](crate::Mutex)'s or a [`FairMutex`](crate::FairMutex)'s release hands the
+    /// lock to its next waiter by an offer: the waiter's value, written with this expiry
+    /// instead of the waiter's lease. The waiter claims it with one request, which makes the
+    /// expiry its lease; a waiter that cannot answer (its process stopped or frozen, its
+    /// connection half-open, its notification lost) loses the offer when the window ends, and
+    /// the waiter behind it, told of the offer, takes the lock then. So a waiter that cannot
+    /// claim costs the others at most the window, never its lease. A longer window lets a
+    /// slow waiter (a long pause of its runtime) keep its turn; a shorter one frees the lock
+    /// sooner behind one that died. The releasing client's window applies.
+    pub fn handoff_window(mut self, window: Duration) -> Self {
+        self.handoff_window = window;
         self
     }
 
@@ -576,6 +606,16 @@ impl ClientOptions {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;
+        if self.handoff_window < Duration::from_millis(1) || self.handoff_window > MAX_HANDOFF_WINDOW
+        {
+            return Err(Error::InvalidOption {
+                option: "handoff_window",
+                reason: format!(
+                    "{:?} is outside 1ms..={MAX_HANDOFF_WINDOW:?}",
+                    self.handoff_window
+                ),
+            });
+        }
         positive("response_timeout", self.response_timeout)?;
         positive("connection_timeout", self.connection_timeout)?;
         positive("node_timeout", self.node_timeout)?;

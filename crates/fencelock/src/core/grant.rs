@@ -16,7 +16,7 @@ use crate::core::holds::Taken;
 use crate::core::kind::Kind;
 use crate::core::lease::{valid_until, LeaseState};
 use crate::core::nodes::{Acquired, Request};
-use crate::core::notify::{Target, Waiter};
+use crate::core::notify::{Target, Wake, Waiter};
 use crate::core::observe::{Acquiring, Hold};
 use crate::core::shared::Shared;
 use crate::core::waits::Wait;
@@ -85,18 +85,16 @@ async fn wait_for_grant<K: Kind>(
     // announced to this waiter instead of lost. A name this client is not listening to is
     // tried once first: most locks are free, and a subscription costs a round trip; one it
     // listens to already (a task of it waited there a moment ago) needs no second try.
-    let target = grant.wake_target(&attempt.token);
     let mut found_held = false;
-    let waiters = if grant.wake_channels().all(|c| notifier.listens_to(c)) {
-        Waiters::register(grant.as_ref(), target).await
-    } else {
+    if !grant.wake_channels().all(|c| notifier.listens_to(c)) {
         if let Reply::Granted { fences, sent_at } = attempt.send_through_outage(deadline).await? {
             return attempt.hold(fences, sent_at).await;
         }
         acquiring.found_held();
         found_held = true;
-        Waiters::register(grant.as_ref(), target).await
-    };
+    }
+    let mut waiting_as = attempt.token.clone();
+    let waiters = Waiters::register(grant.as_ref(), grant.wake_target(&waiting_as)).await;
     let mut woken_by: Option<&Waiter> = None;
     let lock = grant.lock();
     let checker = lock.wait_check.map(|(every, refuses)| {
@@ -105,10 +103,19 @@ async fn wait_for_grant<K: Kind>(
     let mut next_check = checker.as_ref().map(|c| started + c.every());
     let checked = AtomicBool::new(false);
     loop {
+        // Every wake ends here: a message is never taken as a grant. A release that offered
+        // this waiter the lock is claimed by this request, which finds the waiter's own token
+        // and makes the offer's expiry its lease; a stale, repeated or relayed message costs
+        // one refused request.
         let remaining = match attempt.send_through_outage(deadline).await? {
             Reply::Granted { fences, sent_at } => return attempt.hold(fences, sent_at).await,
             Reply::Held { remaining } => remaining,
         };
+        if attempt.token != waiting_as {
+            // A grant that came too late was given back: releases now address the new token.
+            waiting_as = attempt.token.clone();
+            waiters.retarget(&grant.wake_target(&waiting_as));
+        }
         if !std::mem::replace(&mut found_held, true) {
             acquiring.found_held();
         }
@@ -123,59 +130,56 @@ async fn wait_for_grant<K: Kind>(
             });
         }
         let wake_at = now + nap(grant.retry_interval(), remaining);
-        let wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
-        let woken = pin!(async {
-            Ok(tokio::time::timeout_at(wake_at, waiters.woken())
-                .await
-                .unwrap_or(None))
-        });
-        let shut_down = pin!(async {
-            shared.holds.shutting_down().await;
-            Err(Error::Shutdown)
-        });
-        let check_at = next_check;
-        let deadlock = pin!(async {
-            let (Some(checker), Some(at)) = (&checker, check_at) else {
-                return std::future::pending().await;
-            };
-            tokio::time::sleep_until(at).await;
-            match checker.check().await {
-                Ok(Some(cycle)) if checker.refuses => Err(Error::Deadlock {
-                    name: lock.name.clone(),
-                    cycle,
-                }),
-                // No cycle to give up for, or a check that could not run, which is no reason
-                // to stop waiting: the next may.
-                _ => {
-                    checked.store(true, Ordering::Relaxed);
-                    Ok(None)
+        let mut wake_at = deadline.map_or(wake_at, |d| d.min(wake_at));
+        // Sleep until a release wakes this waiter, or its timer runs out. An offer to the
+        // waiter ahead shortens the timer to that offer's end: if nobody claims it, the lock
+        // is free then.
+        loop {
+            let until = wake_at;
+            let woken = pin!(async {
+                Ok(tokio::time::timeout_at(until, waiters.woken())
+                    .await
+                    .unwrap_or(None))
+            });
+            let shut_down = pin!(async {
+                shared.holds.shutting_down().await;
+                Err(Error::Shutdown)
+            });
+            let check_at = next_check;
+            let deadlock = pin!(async {
+                let (Some(checker), Some(at)) = (&checker, check_at) else {
+                    return std::future::pending().await;
+                };
+                tokio::time::sleep_until(at).await;
+                match checker.check().await {
+                    Ok(Some(cycle)) if checker.refuses => Err(Error::Deadlock {
+                        name: lock.name.clone(),
+                        cycle,
+                    }),
+                    // No cycle to give up for, or a check that could not run, which is no
+                    // reason to stop waiting: the next may.
+                    _ => {
+                        checked.store(true, Ordering::Relaxed);
+                        Ok(None)
+                    }
+                }
+            });
+            let outcome = race::first([woken as Branch<'_, _>, shut_down, deadlock]).await;
+            // The next check comes an interval after this one ended; one a wake cut short runs
+            // again at once.
+            if let Some(checker) = &checker {
+                if checked.swap(false, Ordering::Relaxed) {
+                    next_check = Some(Instant::now() + checker.every());
                 }
             }
-        });
-        let outcome = race::first([woken as Branch<'_, _>, shut_down, deadlock]).await;
-        // The next check comes an interval after this one ended; one a wake cut short runs
-        // again at once.
-        if let Some(checker) = &checker {
-            if checked.swap(false, Ordering::Relaxed) {
-                next_check = Some(Instant::now() + checker.every());
-            }
-        }
-        match outcome? {
-            // A release granted this waiter the lock: its lease began after the last
-            // refusal, so its validity counts from that refusal's send. A waiter stalled
-            // past that validity asks again instead: its grant is answered once more, with a
-            // lease counted from the new request. So does a waiter whose announcement may have
-            // come through a replica (`announced_grants_are_proof`).
-            Some((_, Some(fence))) if shared.nodes.announced_grants_are_proof() => {
-                if let Some(sent_at) = attempt.refused_at.filter(|&sent_at| {
-                    valid_until(sent_at, lock.lease.duration(), shared.options.drift)
-                        > Instant::now()
-                }) {
-                    return attempt.hold(vec![Fence::new(fence)], sent_at).await;
+            match outcome? {
+                Some((_, Wake::After(offer))) => wake_at = wake_at.min(Instant::now() + offer),
+                Some((waiter, Wake::Now)) => {
+                    woken_by = Some(waiter);
+                    break;
                 }
+                None => break,
             }
-            Some((waiter, _)) => woken_by = Some(waiter),
-            None => {}
         }
     }
 }
@@ -209,14 +213,14 @@ impl Waiters {
     }
 
     /// Completes when a release is announced on any channel, with the registration woken and
-    /// the fence of the lock when the release granted it to this waiter.
-    async fn woken(&self) -> Option<(&Waiter, Option<u64>)> {
+    /// what it is to do.
+    async fn woken(&self) -> Option<(&Waiter, Wake)> {
         let Some(first) = &self.first else {
             return std::future::pending().await;
         };
         if self.more.is_empty() {
-            let granted = first.woken().await;
-            return Some((first, granted));
+            let wake = first.woken().await;
+            return Some((first, wake));
         }
         let mut pending: Vec<_> = std::iter::once(first)
             .chain(&self.more)
@@ -232,6 +236,13 @@ impl Waiters {
                 .map_or(Poll::Pending, |woke| Poll::Ready(Some(woke)))
         })
         .await
+    }
+
+    /// Waits for releases addressed to `target` from now on.
+    fn retarget(&self, target: &Target) {
+        for waiter in self.first.iter().chain(&self.more) {
+            waiter.retarget(target.clone());
+        }
     }
 
     /// After a refusal that followed a wake on `waiter`'s channel: with several channels the
@@ -295,10 +306,9 @@ struct Attempt<'a, K: Kind> {
     armed: bool,
     /// Whether the caller waits when refused (and may take a place among the waiters).
     waits: bool,
-    /// When the last request Redis refused was sent, if one was: it may keep a place among
-    /// the waiters, which a release can grant the lock to. Such a grant's lease starts after
-    /// that refusal, so its validity counts from there.
-    refused_at: Option<Instant>,
+    /// Whether Redis refused a request of this token: it may keep a place among the waiters,
+    /// which a grant takes it out of.
+    refused: bool,
     /// Each node's connection as the last request was sent, when the client waits for
     /// replicas: the `WAIT` must go where the grant was written.
     marks: Vec<ReplicationMark>,
@@ -316,7 +326,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
             token: grant.new_token()?,
             armed: false,
             waits,
-            refused_at: None,
+            refused: false,
             marks: Vec::new(),
         })
     }
@@ -327,7 +337,7 @@ impl<'a, K: Kind> Attempt<'a, K> {
     async fn send(&mut self) -> Result<Reply> {
         let grant = self.grant.as_ref();
         let lock = grant.lock();
-        let invocation = grant.acquire(&self.token, self.waits, self.refused_at.is_some());
+        let invocation = grant.acquire(&self.token, self.waits, self.refused);
         // From the first send on, a grant may exist whether or not its reply arrives.
         self.armed = true;
         let (lease, drift) = (lock.lease.duration(), lock.shared.options.drift);
@@ -348,17 +358,17 @@ impl<'a, K: Kind> Attempt<'a, K> {
         if outcome.spent {
             lock.shared.keeper.release(release_of(grant, &self.token));
             self.token = grant.new_token()?;
-            self.refused_at = None;
+            self.refused = false;
             self.armed = false;
         }
         match outcome.decided? {
             Acquired::Granted { fences, sent_at } => Ok(Reply::Granted { fences, sent_at }),
-            Acquired::Refused { remaining, sent_at } => {
+            Acquired::Refused { remaining } => {
                 if !outcome.spent {
                     // Others hold it, so nothing is stored under our token, unless the
-                    // attempt took a place in a line.
+                    // attempt took a place in a line (which a release may offer the lock to).
                     self.armed = self.waits && grant.keeps_place_while_waiting();
-                    self.refused_at = Some(sent_at);
+                    self.refused = true;
                 }
                 Ok(Reply::Held { remaining })
             }
@@ -462,9 +472,12 @@ impl<'a, K: Kind> Attempt<'a, K> {
             .holds
             .register(Arc::clone(&lease), release, taken)
         {
-            // Still armed: if this is cancelled, the attempt's drop releases in the background.
-            release.await;
-            self.armed = false;
+            // Still armed: if this is cancelled, or Redis does not answer within the shutdown's
+            // time, the attempt's drop releases in the background.
+            let within = lock.shared.options.shutdown_timeout;
+            if tokio::time::timeout(within, release).await == Ok(true) {
+                self.armed = false;
+            }
             return Err(Error::Shutdown);
         }
         self.armed = false;

@@ -329,11 +329,14 @@ pub(crate) fn first_fence(fences: &[Fence]) -> Fence {
     fences.first().copied().unwrap_or(Fence::new(0))
 }
 
-/// The best-effort release of whatever `token` holds of `grant`, sent when run: for a dropped
-/// guard, a cancelled acquire, or a hold a shutdown gives back.
+/// The release of whatever `token` holds of `grant`, sent when run, and again while Redis does
+/// not answer, for as long as a grant of the lock's lease could last: for a dropped guard, a
+/// cancelled acquire, or a hold a shutdown gives back.
 pub(crate) fn release_of<K: ?Sized + Grant>(grant: &K, token: &OwnerToken) -> Release {
     let lock = grant.lock();
-    lock.shared
-        .nodes
-        .release_of(grant.release(token), lock.name.clone())
+    lock.shared.nodes.release_of(
+        grant.release(token),
+        lock.name.clone(),
+        lock.lease.duration(),
+    )
 }

@@ -225,6 +225,11 @@ impl Lock {
         self.shared.options.fence_memory_ms()
     }
 
+    /// How long a release's offer to the next waiter lasts, in ms.
+    pub(crate) fn handoff_window_ms(&self) -> u64 {
+        self.shared.options.handoff_window_ms()
+    }
+
     /// The connection of a kind that runs on one node only: that node's.
     pub(crate) fn conn(&self) -> crate::transport::conn::Conn {
         self.shared.nodes.first().clone()

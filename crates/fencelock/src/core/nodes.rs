@@ -35,6 +35,9 @@ const SEND_ATTEMPTS: u32 = 3;
 /// The pause before resending, doubled each time.
 const RESEND_PAUSE: Duration = Duration::from_millis(20);
 
+/// The longest pause between two sends of a background release that too few nodes answered.
+const RELEASE_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// The nodes, and the timeout of each node's answer (none on a single node, where the
 /// connection's own response timeout applies).
 pub(crate) struct Nodes {
@@ -99,12 +102,8 @@ pub(crate) enum Acquired {
         fences: Vec<Fence>,
         sent_at: Instant,
     },
-    /// Held by others, for `remaining` at least when the holders said; `sent_at`, when the
-    /// refused request was sent, is before any grant that comes later.
-    Refused {
-        remaining: Option<Duration>,
-        sent_at: Instant,
-    },
+    /// Held by others, for `remaining` at least when the holders said.
+    Refused { remaining: Option<Duration> },
 }
 
 /// An acquire request's outcome: what it decided, and whether it left grants that do not count
@@ -183,17 +182,6 @@ impl Nodes {
         majority(self.conns.len())
     }
 
-    /// Whether a grant announced to a waiter proves the grant: only where the waiter hears
-    /// nothing but the node that granted. A replica passes on its master's messages (a
-    /// Sentinel's former master, or a cluster shard's replica, until the subscription moves),
-    /// but not the count of listeners the master saw: a release that found nobody listening
-    /// on the master went on to the next waiter, while its message still reached this one
-    /// through the replica. Elsewhere the waiter asks again, and the grant, if it is one, is
-    /// answered to that request.
-    pub(crate) fn announced_grants_are_proof(&self) -> bool {
-        matches!(self.conns.as_slice(), [Conn::Single(_)])
-    }
-
     /// Whether a waiter's place in line means something: only where one node keeps the line.
     /// Independent masters would each grant the lock to their own first waiter, each maybe
     /// a different one, so that none of them reaches a majority.
@@ -205,7 +193,8 @@ impl Nodes {
     /// fences raised on a majority by `raise` (several nodes only: on one node the fence it
     /// issued is the one it remembers), and the grant still valid by `valid_until` of its send
     /// once decided. A grant that falls short, or a refusal decided before every node answered,
-    /// comes back `spent`, for the caller to release.
+    /// comes back `spent`, for the caller to release; a grant of a majority that came too late
+    /// to trust is [`Error::LateGrant`], spent too.
     pub(crate) async fn acquire(
         &self,
         acquire: &Request,
@@ -231,12 +220,21 @@ impl Nodes {
                         spent: false,
                     };
                 }
+                // A grant, but too late to trust: the caller gives it back. No refusal is
+                // behind it, so it is no sign of another holder.
+                return Acquisition {
+                    decided: Err(Error::LateGrant {
+                        name: name.to_owned(),
+                        took: sent.at.elapsed(),
+                    }),
+                    spent: true,
+                };
             }
         }
         // A refusal decided before every node answered: a node not heard from may still
         // grant the request, and nothing else would release that grant.
         let unheard = sent.answers.iter().any(|a| !matches!(a, Some(Ok(_))));
-        let decided = self.refused(sent.answers, grants_count, sent.at, name);
+        let decided = self.refused(sent.answers, grants_count, name);
         Acquisition {
             spent: grants_count > 0 || (unheard && decided.is_ok()),
             decided,
@@ -263,7 +261,6 @@ impl Nodes {
         &self,
         answers: Vec<Answer<Vec<i64>>>,
         grants: usize,
-        sent_at: Instant,
         name: &str,
     ) -> Result<Acquired> {
         let mut refusals = Vec::with_capacity(answers.len());
@@ -283,7 +280,7 @@ impl Nodes {
                 .into_iter()
                 .collect::<Option<Vec<Duration>>>()
                 .and_then(|r| r.into_iter().min());
-            return Ok(Acquired::Refused { remaining, sent_at });
+            return Ok(Acquired::Refused { remaining });
         }
         Err(self.undecided(answers, name))
     }
@@ -352,25 +349,43 @@ impl Nodes {
         }
     }
 
-    /// The best-effort release of a grant, for a dropped guard, a cancelled or refused acquire,
-    /// or a shutdown: sent to every node when run, and on several nodes once more after a node
-    /// timeout, for acquire requests still on their way to a slow node. Answered when a
-    /// majority answered the first time.
-    pub(crate) fn release_of(self: &Arc<Self>, release: Invocation, name: String) -> Release {
+    /// The release of a grant that no caller waits for, for a dropped guard, a cancelled or
+    /// refused acquire, or a shutdown: sent to every node when run, and on several nodes once
+    /// more after a node timeout, for acquire requests still on their way to a slow node.
+    /// While too few nodes answer, it is sent again, with pauses that double up to
+    /// [`RELEASE_PAUSE_MAX`], until a majority answered or `lease` has passed (after which
+    /// whatever the grant held has ended by itself). Answered when a majority answered.
+    pub(crate) fn release_of(
+        self: &Arc<Self>,
+        release: Invocation,
+        name: String,
+        lease: Duration,
+    ) -> Release {
         let nodes = Arc::clone(self);
         let release = Request::from(release);
         Box::pin(async move {
-            let answered = nodes
-                .ask_all::<i64>(&release, &name)
-                .await
-                .iter()
-                .filter(|a| matches!(a, Some(Ok(_))))
-                .count();
-            if let Some(pause) = nodes.node_timeout {
+            let until = Instant::now() + lease;
+            let mut pause = RESEND_PAUSE;
+            loop {
+                let answered = nodes
+                    .ask_all::<i64>(&release, &name)
+                    .await
+                    .iter()
+                    .filter(|a| matches!(a, Some(Ok(_))))
+                    .count();
+                if let Some(pause) = nodes.node_timeout {
+                    tokio::time::sleep(pause).await;
+                    nodes.ask_all::<i64>(&release, &name).await;
+                }
+                if answered >= nodes.majority() {
+                    return true;
+                }
+                if Instant::now() + pause >= until {
+                    return false;
+                }
                 tokio::time::sleep(pause).await;
-                nodes.ask_all::<i64>(&release, &name).await;
+                pause = (pause * 2).min(RELEASE_PAUSE_MAX);
             }
-            answered >= nodes.majority()
         })
     }
 

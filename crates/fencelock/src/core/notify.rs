@@ -12,10 +12,13 @@
 //! - `*`: every waiter (a writer left, so every reader may enter);
 //! - `~` and an id: one waiter, once per id (a release that named no waiter, which every master
 //!   of a RedLock client announces);
-//! - anything else: the waiter registered with that token. Followed by a fence, a release
-//!   granted that waiter the lock (a mutex's or a fair lock's handoff, sent on the waiter's
-//!   client's own channel), which its acquire takes at once, with no request of its own; alone,
-//!   it is woken to try again (the first in line of a fair lock an operator freed by force).
+//! - anything else: the waiter registered with that token. Alone, it is woken to try again: a
+//!   release offered it the lock (a mutex's or a fair lock's handoff, sent on the waiter's
+//!   client's own channel), which its next attempt claims. Followed by `?` and a number `ms`,
+//!   the lock was offered to the waiter just ahead of it for `ms`: it tries again once that
+//!   has passed, so that an offer nobody claims keeps it waiting no longer. Followed by a
+//!   number alone (an older release's grant with its fence), it is woken to try again too: a
+//!   message is never proof of a grant, only the answer to the waiter's own request is.
 //!
 //! A woken waiter that is dropped before it used its wake passes it on. When the connection
 //! drops, every waiter is woken to retry, since messages may have been lost; waiters also retry
@@ -75,21 +78,21 @@ impl Target {
         )
     }
 
-    /// Whether a release addressed by `payload` is meant for this waiter: `Some(None)` when
-    /// the payload is its token, `Some(Some(fence))` when it is its token and a fence (a
-    /// release that granted it the lock), `None` when it is meant for another.
-    fn addressed_by(&self, payload: &[u8]) -> Option<Option<u64>> {
+    /// How a release addressed by `payload` wakes this waiter, or `None` when it is meant for
+    /// another: its token alone, or followed by a number (an older release's grant), wakes it
+    /// now; followed by `?` and a number of ms, once an offer to the waiter ahead has had that
+    /// long.
+    fn addressed_by(&self, payload: &[u8]) -> Option<Wake> {
         let (Target::Token(token) | Target::AnyOrToken(token)) = self else {
             return None;
         };
         let rest = payload.strip_prefix(token.as_slice())?;
-        if rest.is_empty() {
-            return Some(None);
+        if rest.iter().all(u8::is_ascii_digit) {
+            return Some(Wake::Now);
         }
-        if !rest.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(rest).ok()?.parse().ok().map(Some)
+        let ms = rest.strip_prefix(b"?")?;
+        let ms: u64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
+        Some(Wake::After(Duration::from_millis(ms)))
     }
 }
 
@@ -109,22 +112,51 @@ struct Registry {
 /// the masters' announcements.
 const ANNOUNCED_MEMORY: usize = 256;
 
+/// What woke a waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Try again now: a release may have freed the lock or offered it to this waiter, or the
+    /// connection was lost, and a message with it.
+    Now,
+    /// The lock was offered to the waiter ahead of this one for this long: try again once it
+    /// has passed, unless something else wakes this waiter first.
+    After(Duration),
+}
+
+impl Wake {
+    /// The wake that stands when `self` is still unused and `other` comes: trying now wins,
+    /// and of two offers ahead the one that ends first.
+    fn and(self, other: Wake) -> Wake {
+        match (self, other) {
+            (Wake::After(a), Wake::After(b)) => Wake::After(a.min(b)),
+            _ => Wake::Now,
+        }
+    }
+}
+
 /// One registered waiter, in registration order within its channel.
 #[derive(Debug)]
 struct Slot {
     id: u64,
     target: Target,
     notify: Arc<Notify>,
-    /// Woken, and the wake not yet used.
-    woken: bool,
-    /// The fence of the lock a release granted this waiter, until the waiter takes it.
-    granted: Option<u64>,
+    /// What woke it, while the wake is not yet used.
+    wake: Option<Wake>,
 }
 
 impl Slot {
     fn wake(&mut self) {
-        self.woken = true;
+        self.rouse(Wake::Now);
+    }
+
+    fn rouse(&mut self, wake: Wake) {
+        self.wake = Some(self.wake.map_or(wake, |unused| unused.and(wake)));
         self.notify.notify_one();
+    }
+
+    /// Woken to try now, and the wake not yet used.
+    fn is_woken(&self) -> bool {
+        self.wake == Some(Wake::Now)
     }
 }
 
@@ -234,8 +266,7 @@ impl Notifier {
                 id,
                 target,
                 notify: Arc::clone(&notify),
-                woken: false,
-                granted: None,
+                wake: None,
             });
         let waiter = Waiter {
             notifier: Arc::clone(self),
@@ -269,7 +300,7 @@ impl Notifier {
             return;
         };
         let slot = slots.remove(at);
-        if slot.woken && slot.target.takes_any() {
+        if slot.is_woken() && slot.target.takes_any() {
             // It was woken but gave up before trying: hand the wake to the next waiter.
             wake_any(slots, 1);
         }
@@ -281,15 +312,19 @@ impl Notifier {
         }
     }
 
-    /// The waiter used its wake; the fence of the grant it brought, if it brought one.
-    fn used_wake(&self, channel: &[u8], id: u64) -> Option<u64> {
+    /// The waiter used its wake: what it was.
+    fn used_wake(&self, channel: &[u8], id: u64) -> Option<Wake> {
+        self.slot(channel, id, |slot| slot.wake.take()).flatten()
+    }
+
+    /// Runs `f` on the slot of waiter `id` on `channel`, if it is registered.
+    fn slot<T>(&self, channel: &[u8], id: u64, f: impl FnOnce(&mut Slot) -> T) -> Option<T> {
         let mut registry = lock(&self.registry);
         let slot = registry
             .channels
             .get_mut(channel)
             .and_then(|slots| slots.iter_mut().find(|slot| slot.id == id))?;
-        slot.woken = false;
-        slot.granted.take()
+        Some(f(slot))
     }
 }
 
@@ -325,11 +360,20 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     /// Completes when a release concerning this waiter is announced (or the connection was
-    /// lost), with the fence of the lock when the release granted it to this waiter. A wake
-    /// that came while the waiter was busy is kept for it.
-    pub(crate) async fn woken(&self) -> Option<u64> {
+    /// lost), with what the waiter is to do. A wake that came while the waiter was busy is
+    /// kept for it.
+    pub(crate) async fn woken(&self) -> Wake {
         self.notify.notified().await;
-        self.notifier.used_wake(&self.channel, self.id)
+        self.notifier
+            .used_wake(&self.channel, self.id)
+            .unwrap_or(Wake::Now)
+    }
+
+    /// Makes the waiter wait for releases addressed to `target` from now on: the attempt it
+    /// waits for went on with a new token.
+    pub(crate) fn retarget(&self, target: Target) {
+        self.notifier
+            .slot(&self.channel, self.id, |slot| slot.target = target);
     }
 }
 
@@ -364,7 +408,7 @@ fn lock(registry: &StdMutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 fn wake_any(slots: &mut [Slot], n: usize) {
     slots
         .iter_mut()
-        .filter(|slot| slot.target.takes_any() && !slot.woken)
+        .filter(|slot| slot.target.takes_any() && !slot.is_woken())
         .take(n)
         .for_each(Slot::wake);
 }
@@ -397,9 +441,8 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
         }
         payload => {
             for slot in slots.iter_mut() {
-                if let Some(granted) = slot.target.addressed_by(payload) {
-                    slot.granted = slot.granted.or(granted);
-                    slot.wake();
+                if let Some(wake) = slot.target.addressed_by(payload) {
+                    slot.rouse(wake);
                 }
             }
         }
@@ -863,8 +906,7 @@ mod tests {
                 id: id as u64,
                 target: Target::Any,
                 notify: Arc::clone(notify),
-                woken: false,
-                granted: None,
+                wake: None,
             })
             .collect();
         registry.channels.insert(channel.to_vec(), slots);
@@ -874,7 +916,7 @@ mod tests {
     fn woken(registry: &StdMutex<Registry>, channel: &[u8]) -> usize {
         lock(registry).channels[channel]
             .iter()
-            .filter(|slot| slot.woken)
+            .filter(|slot| slot.is_woken())
             .count()
     }
 

@@ -22,9 +22,18 @@ use crate::options::{Lease, LockOptions};
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
 
-static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("fair/release.lua")]);
-static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("fair/force.lua")]);
+/// The fair lock's line as a release reads it, shared by its scripts.
+const LINE_PARTS: &str = include_str!("fair/line.lua");
+
+static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/acquire.lua")]);
+static RELEASE: Lua = Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/release.lua")]);
+static FORCE: Lua = Lua::new(&[
+    FENCE,
+    VALUE,
+    LINE_PARTS,
+    FORCE_PARTS,
+    include_str!("fair/force.lua"),
+]);
 
 /// Where a fair mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): its holder,
 /// laid out as a mutex's.
@@ -323,7 +332,8 @@ impl Kind for FairGrant {
             .arg(self.lock.lease_ms)
             .arg(self.lock.label())
             .arg(if waits { self.place_ms } else { 0 })
-            .arg(self.wake_channel.as_slice());
+            .arg(self.wake_channel.as_slice())
+            .arg(self.lock.handoff_window_ms());
         invocation
     }
 
@@ -336,7 +346,8 @@ impl Kind for FairGrant {
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
             .arg(self.lock.fence_memory_ms())
-            .arg(place_member(token, self.lock.lease_ms, self.lock.label()));
+            .arg(place_member(token, self.lock.lease_ms, self.lock.label()))
+            .arg(self.lock.handoff_window_ms());
         invocation
     }
 

@@ -369,6 +369,7 @@ impl Kind for MultiGrant {
         for member in &self.members {
             invocation.key(member.places_key.as_slice());
         }
+        invocation.arg(self.lock.handoff_window_ms());
         invocation
     }
 

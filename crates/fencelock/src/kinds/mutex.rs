@@ -411,7 +411,8 @@ impl Kind for MutexGrant {
             .arg(token.as_str())
             .arg(self.wake_channel.as_slice())
             .arg(self.lock.fence_memory_ms())
-            .arg(self.place_of(token));
+            .arg(self.place_of(token))
+            .arg(self.lock.handoff_window_ms());
         invocation
     }
 

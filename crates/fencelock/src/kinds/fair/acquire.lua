@@ -1,16 +1,18 @@
 -- Takes a fair lock if it is free and nobody waits ahead of the caller; a
 -- refused waiter takes (or keeps) its place at the back of the line. A lock
 -- found free with waiters ahead (its holder's lease ended without a release)
--- goes to the first of them, as a release would give it.
+-- is offered to the first of them, as a release offers it.
 -- KEYS[1] lock key, KEYS[2] line (zset: place member -> arrival number),
 -- KEYS[3] places (zset: place member -> when the place ends, server ms); a
 -- member is in both sets or in neither, and is the waiter's token, lease and
 -- label (mutex/value.lua)
 -- ARGV[1] owner token (ends with ':'), ARGV[2] lease ms, ARGV[3] holder label
 -- ('' for none), ARGV[4] how long a place lasts without an attempt, ms ('0':
--- take no place, as try_lock), ARGV[5] wake channel
+-- take no place, as try_lock), ARGV[5] wake channel, ARGV[6] the handoff window
+-- ms
 -- Returns {1, fence} when granted; {0, ms} when refused: ms the holder's lease
--- has left, or 1 when the line could not be read to its head in one call.
+-- (or an offer) has left, or 1 when the line could not be read to its head in
+-- one call.
 local token = ARGV[1]
 local lease = tonumber(ARGV[2])
 local place = tonumber(ARGV[4])
@@ -18,9 +20,6 @@ local member = token .. ARGV[2]
 if ARGV[3] ~= '' then
   member = member .. ':' .. ARGV[3]
 end
--- How many waiters whose place ended one call drops from the head of the line.
-local DROPS = 16
-
 -- The server's clock, read once and only when needed: an uncontended grant
 -- reads it once, for its fence.
 local now
@@ -58,28 +57,6 @@ local function leave_line()
   redis.call('ZREM', KEYS[3], member)
 end
 
--- The first waiter ahead of the caller whose place has not ended, taken out of
--- the line; nil when the caller is first, or nobody waits. Waiters whose place
--- ended are dropped on the way; `blocked` becomes true when one call dropped
--- as many as it may.
-local blocked = false
-local function next_ahead()
-  for _ = 1, DROPS do
-    local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    if not first or first == member then
-      return nil
-    end
-    local ends = tonumber(redis.call('ZSCORE', KEYS[3], first))
-    redis.call('ZREM', KEYS[2], first)
-    redis.call('ZREM', KEYS[3], first)
-    if ends and ends > clock() then
-      return first
-    end
-  end
-  blocked = true
-  return nil
-end
-
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
   if string.sub(value, 1, #token) == token then
@@ -99,14 +76,15 @@ if value and not is_released(value) then
   return refuse(pttl)
 end
 
--- Free. Waiters ahead of the caller come first: the lock goes to the first of
--- them, for the lease it asked for.
+-- Free. Waiters ahead of the caller come first: the lock is offered to the
+-- first of them, as a release offers it.
 local fence = value and fence_text(value)
-local handed = hand_over(KEYS[1], fence, ARGV[5], next_ahead)
+local ahead = fair_line(KEYS[2], KEYS[3], member)
+local handed = hand_over(KEYS[1], fence, ARGV[5], ahead, tonumber(ARGV[6]))
 if handed then
   return refuse(handed)
 end
-if blocked then
+if ahead.blocked then
   return refuse(1)
 end
 local waited = redis.call('ZSCORE', KEYS[3], member) ~= false

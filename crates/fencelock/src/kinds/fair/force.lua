@@ -1,8 +1,8 @@
 -- An operator's release of a fair mutex, whoever holds it (core/force.lua):
--- the lock then goes to the first in line whose place has not ended and whose
--- client still listens, as a release hands it on.
+-- the lock is then offered to the first in line whose place has not ended, as
+-- a release hands it on.
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places; ARGV[1] wake channel,
--- ARGV[2] fence memory ms
+-- ARGV[2] fence memory ms, ARGV[3] the handoff window ms
 local value, pttl = take_value(KEYS[1], tonumber(ARGV[2]))
 local queued = 0
 if value and absent_or(KEYS[2], 'zset') and absent_or(KEYS[3], 'zset') then
@@ -13,12 +13,7 @@ if value and absent_or(KEYS[2], 'zset') and absent_or(KEYS[3], 'zset') then
     redis.call('ZREM', KEYS[3], waiter)
   end
   queued = redis.call('ZCARD', KEYS[3])
-  hand_over(KEYS[1], fence_text(value), ARGV[1], function()
-    local first = redis.call('ZPOPMIN', KEYS[2])[1]
-    if first then
-      redis.call('ZREM', KEYS[3], first)
-    end
-    return first
-  end)
+  hand_over(KEYS[1], fence_text(value), ARGV[1], fair_line(KEYS[2], KEYS[3], nil),
+    tonumber(ARGV[3]))
 end
 return {now, value, pttl, {}, queued}

@@ -1,12 +1,12 @@
 -- Releases every name of a multi-lock still held by the caller, leaving each
--- name's last fence behind (mutex/value.lua). A name someone waited for goes
--- at once to its Mutex waiter whose place ends first and whose client still
--- listens, granted in this call as a Mutex release grants it; with none, one
--- waiter in each listening process is woken (the payload empty: a multi-lock's
--- waiters keep no place).
+-- name's last fence behind (mutex/value.lua). A name someone waited for is
+-- offered at once to its Mutex waiter whose place ends first and whose client
+-- still listens, as a Mutex release offers it; with none, one waiter in each
+-- listening process is woken (the payload empty: a multi-lock's waiters keep no
+-- place).
 -- KEYS[1..n] the names' lock keys, KEYS[n+1..2n] the names' places, in the
 -- same order; ARGV[1] owner token, ARGV[2] fence memory ms, ARGV[3..n+2] the
--- names' wake channels, in the order of KEYS
+-- names' wake channels, in the order of KEYS, ARGV[n+3] the handoff window ms
 -- Returns 1 every name was held and is released, 0 none was held by the
 -- caller any more, -1 only some were (those are released; the others had
 -- expired, been deleted or been taken).
@@ -15,24 +15,7 @@
 local n = #KEYS / 2
 local token = ARGV[1]
 local memory = tonumber(ARGV[2])
-
--- The next Mutex waiter of the name at `places`, by the end of its place,
--- dropping those whose place ended; bounded, as each pass drops one.
-local now
-local function next_waiter_of(places)
-  return function()
-    for _ = 1, 16 do
-      local first = redis.pcall('ZPOPMIN', places)
-      if type(first) ~= 'table' or #first == 0 then
-        return nil
-      end
-      now = now or server_ms()
-      if tonumber(first[2]) > now then
-        return first[1]
-      end
-    end
-  end
-end
+local window = tonumber(ARGV[n + 3])
 
 local released = 0
 for i = 1, n do
@@ -42,9 +25,13 @@ for i = 1, n do
     local fence = fence_text(held)
     if not is_marked(held) then
       leave_released(key, fence, memory)
-    elseif not hand_over(key, fence, ARGV[i + 2], next_waiter_of(KEYS[n + i])) then
-      leave_released(key, fence, memory)
-      redis.call(PUBLISH, ARGV[i + 2], '')
+    else
+      local handed, last = hand_over(key, fence, ARGV[i + 2], places_line(KEYS[n + i], nil),
+        window)
+      if not handed then
+        leave_released(key, last, memory)
+        redis.call(PUBLISH, ARGV[i + 2], '')
+      end
     end
     released = released + 1
   end

@@ -1,33 +1,18 @@
 -- Releases a mutex if the caller owns it, leaving the name's last fence behind
 -- (value.lua), or gives up the caller's place among the waiters. When someone
--- waits, the lock goes at once to the waiter whose place ends first (the one
--- that took or renewed it the longest ago) and whose client still listens:
--- granted in this call, with a fresh fence and the waiter's own lease, and
--- announced on that waiter's client's own channel, so that its acquire
--- completes on the message.
+-- waits, the lock is offered at once to the waiter whose place ends first (the
+-- one that took or renewed it the longest ago) and whose client still listens
+-- (hand_over, value.lua): its acquire claims it.
 -- KEYS[1] lock key, KEYS[2] places (see acquire.lua)
 -- ARGV[1] owner token, ARGV[2] wake channel, ARGV[3] fence memory ms,
--- ARGV[4] the caller's place member (its token, lease and label)
+-- ARGV[4] the caller's place member (its token, lease and label), ARGV[5] the
+-- handoff window ms
 -- Returns 1 released, 0 the caller does not hold it and it is free, -1 another
 -- owner holds it.
 local token = ARGV[1]
 local memory = tonumber(ARGV[3])
-
--- The next waiter by the end of its place, dropping those whose place ended
--- (they stopped trying) and the caller's own; bounded, as each pass drops one.
-local now
-local function next_waiter()
-  for _ = 1, 16 do
-    local first = redis.call('ZPOPMIN', KEYS[2])
-    if #first == 0 then
-      return nil
-    end
-    now = now or server_ms()
-    if tonumber(first[2]) > now and first[1] ~= ARGV[4] then
-      return first[1]
-    end
-  end
-end
+local window = tonumber(ARGV[5])
+local line = places_line(KEYS[2], ARGV[4])
 
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
@@ -39,19 +24,27 @@ if value and not is_released(value) then
   local fence = fence_text(value)
   if not is_marked(value) then
     leave_released(KEYS[1], fence, memory)
-  elseif not hand_over(KEYS[1], fence, ARGV[2], next_waiter) then
+    return 1
+  end
+  local handed, last = hand_over(KEYS[1], fence, ARGV[2], line, window)
+  if not handed then
     -- Nobody with a place: wake one waiter in each listening process (waiters
     -- without a place: a multi-lock's, or any where several masters keep no
     -- line), named by this release's token so that a waiter hearing it from
     -- several masters counts it once.
-    leave_released(KEYS[1], fence, memory)
+    leave_released(KEYS[1], last, memory)
     redis.call(PUBLISH, ARGV[2], '~' .. token)
   end
   return 1
 end
--- A waiter giving up, or a holder whose lease ended. The lock is free: it goes
--- to the next waiter, if one waits, which would otherwise wait for its next
--- try.
+-- A waiter giving up, or a holder whose lease ended. The lock is free: it is
+-- offered to the next waiter, if one waits, which would otherwise wait for its
+-- next try.
 redis.call('ZREM', KEYS[2], ARGV[4])
-hand_over(KEYS[1], value and fence_text(value), ARGV[2], next_waiter)
+local found = value and fence_text(value)
+local handed, last = hand_over(KEYS[1], found, ARGV[2], line, window)
+if not handed and last ~= found then
+  -- Offers were written that nobody heard: the last fence drawn stays behind.
+  leave_released(KEYS[1], last, memory)
+end
 return 0

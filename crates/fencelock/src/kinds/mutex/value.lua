@@ -77,28 +77,90 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Grants the lock under `key` to the first waiter of `next_waiter` whose client
--- still listens: a fresh fence after `fence` (nil when none is remembered),
--- the waiter's own lease and label, and the news on its client's own channel
--- of `wake`, the payload its token and the fence. `next_waiter()` gives the
--- next candidate's place member, or nil. A waiter whose client no longer
--- listens (PUBLISH reached nobody: its process is gone) is skipped at once.
--- Bounded: at most 16 candidates. Returns the lease granted (ms), or false
--- when nobody was.
-local function hand_over(key, fence, wake, next_waiter)
+-- A release hands the lock over by an offer, not a grant for the waiter's
+-- lease: the waiter's held value, written with an expiry of the handoff window
+-- (or the waiter's lease, if shorter). The waiter claims it by asking again with
+-- its token: acquire.lua finds its own token and makes the expiry its lease,
+-- and the waiter's guard counts its validity from that claim's send. The
+-- message that tells the waiter is a wake-up and never proof: a stale one, a
+-- duplicate or one a replica passed on costs the waiter one request, which
+-- Redis answers by what it holds. An offer nobody claims (the waiter's process
+-- stopped, its connection half-open, the message lost) ends with the window.
+--
+-- A line of waiters, as hand_over reads it:
+--   take()        the next candidate's place member, taken out of the line,
+--                 or nil when nobody with a live place is left
+--   peek()        the candidate after it, left in the line, or nil
+--   skip_unheard  whether a candidate whose client heard nothing is passed
+--                 over (a Mutex's line: its process is most likely gone) or
+--                 offered the lock anyway (a FairMutex's, whose order a client
+--                 reconnecting its pub/sub connection keeps)
+
+-- The longest lease a client asks for: 365 days.
+local MAX_LEASE_MS = 31536000000
+
+-- Offers the lock under `key` to the first waiter of `line` whose client still
+-- listens (or, for a line that skips none, to the first): its token, a fresh
+-- fence after `fence` (nil when none is remembered), its label, and an expiry
+-- of `window` ms or its lease, the shorter. The offer is written first, then
+-- announced on the waiter's client's own channel of `wake`, the payload its
+-- token; the waiter after it is told `<token>?<ms>`, so that it asks again
+-- once the offer has had its time. A place whose lease is no number of
+-- milliseconds in range (a hand-written member, another version's) is dropped.
+-- Bounded: at most 16 candidates. Returns the offer's expiry (ms), or false
+-- when nobody was offered the lock; and the last fence written, or `fence`.
+local function hand_over(key, fence, wake, line, window)
   for _ = 1, 16 do
-    local member = next_waiter()
+    local member = line.take()
     if not member then
-      return false
+      return false, fence
     end
     local waiter, lease, label = place_of(member)
-    if waiter and lease then
+    if waiter and lease and lease >= 1 and lease <= MAX_LEASE_MS then
       local _, text = fence_after(fence and tonumber(fence))
-      if redis.call(PUBLISH, channel_of(wake, waiter), waiter .. text) > 0 then
-        redis.call('SET', key, held_value(waiter, text, true, label), 'PX', lease)
-        return lease
+      fence = text
+      local offer = math.min(lease, window)
+      redis.call('SET', key, held_value(waiter, text, true, label), 'PX', offer)
+      if redis.call(PUBLISH, channel_of(wake, waiter), waiter) > 0 or not line.skip_unheard then
+        local after = line.peek()
+        local behind = after and place_of(after)
+        if behind then
+          redis.call(PUBLISH, channel_of(wake, behind), behind .. '?' .. string.format('%d', offer))
+        end
+        return offer, fence
       end
     end
   end
-  return false
+  return false, fence
+end
+
+-- The line of a Mutex's places (a sorted set, each place scored by when it
+-- ends): the waiter whose place ends first, dropping places that have ended and
+-- the place `except` (the caller's own, or nil), at most 16 per candidate.
+local function places_line(places, except)
+  return {
+    take = function()
+      for _ = 1, 16 do
+        local first = redis.pcall('ZPOPMIN', places)
+        if type(first) ~= 'table' or #first == 0 then
+          return nil
+        end
+        if tonumber(first[2]) > server_ms() and first[1] ~= except then
+          return first[1]
+        end
+      end
+    end,
+    peek = function()
+      local firsts = redis.pcall('ZRANGE', places, 0, 2, 'WITHSCORES')
+      if type(firsts) ~= 'table' then
+        return nil
+      end
+      for i = 1, #firsts, 2 do
+        if tonumber(firsts[i + 1]) > server_ms() and firsts[i] ~= except then
+          return firsts[i]
+        end
+      end
+    end,
+    skip_unheard = true,
+  }
 end
