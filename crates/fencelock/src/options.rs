@@ -606,7 +606,8 @@ impl ClientOptions {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;
-        if self.handoff_window < Duration::from_millis(1) || self.handoff_window > MAX_HANDOFF_WINDOW
+        if self.handoff_window < Duration::from_millis(1)
+            || self.handoff_window > MAX_HANDOFF_WINDOW
         {
             return Err(Error::InvalidOption {
                 option: "handoff_window",

@@ -957,7 +957,11 @@ mod tests {
         dispatch(&registry, b"c", b"tok:?50");
         assert_eq!(wake(&registry), Some(Wake::Now), "asking now stands");
         dispatch(&registry, b"c", b"tok:?x");
-        assert_eq!(wake(&registry), Some(Wake::Now), "a malformed payload is ignored");
+        assert_eq!(
+            wake(&registry),
+            Some(Wake::Now),
+            "a malformed payload is ignored"
+        );
     }
 
     #[test]

@@ -273,7 +273,10 @@ async fn a_release_offers_the_lock_to_the_waiter_whose_place_ends_first_and_warn
         [1, fence]
     );
     let ttl = pttl(&mut c, LOCK).await;
-    assert!(ttl > 20_000 && ttl <= 30_000, "claimed for b:'s lease: {ttl}");
+    assert!(
+        ttl > 20_000 && ttl <= 30_000,
+        "claimed for b:'s lease: {ttl}"
+    );
 
     // c: gives up while b: holds: nothing is announced.
     let mut r = c.clone();
@@ -413,12 +416,18 @@ async fn a_place_whose_lease_is_out_of_range_is_dropped_and_the_release_still_su
     let mut r = c.clone();
     let payloads = announced(&server, async move {
         assert_eq!(
-            try_release(&mut r, "a:").await.expect("no error from a malformed place"),
+            try_release(&mut r, "a:")
+                .await
+                .expect("no error from a malformed place"),
             1
         );
     })
     .await;
-    assert_eq!(payloads, ["b:"], "the malformed places are dropped unannounced");
+    assert_eq!(
+        payloads,
+        ["b:"],
+        "the malformed places are dropped unannounced"
+    );
     assert!(get(&mut c, LOCK).await.starts_with("b:"));
     assert!(waiters(&mut c).await.is_empty());
 }

@@ -136,12 +136,15 @@ end
 
 -- The line of a Mutex's places (a sorted set, each place scored by when it
 -- ends): the waiter whose place ends first, dropping places that have ended and
--- the place `except` (the caller's own, or nil), at most 16 per candidate.
-local function places_line(places, except)
+-- the place `except` (the caller's own, or nil), at most 16 per candidate. A key
+-- of another type is an error, or, when `tolerant` (a multi-lock's release,
+-- which must still release its other names), no line.
+local function places_line(places, except, tolerant)
+  local call = tolerant and redis.pcall or redis.call
   return {
     take = function()
       for _ = 1, 16 do
-        local first = redis.pcall('ZPOPMIN', places)
+        local first = call('ZPOPMIN', places)
         if type(first) ~= 'table' or #first == 0 then
           return nil
         end
@@ -151,7 +154,7 @@ local function places_line(places, except)
       end
     end,
     peek = function()
-      local firsts = redis.pcall('ZRANGE', places, 0, 2, 'WITHSCORES')
+      local firsts = call('ZRANGE', places, 0, 2, 'WITHSCORES')
       if type(firsts) ~= 'table' then
         return nil
       end
