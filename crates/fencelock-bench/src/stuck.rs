@@ -134,7 +134,12 @@ pub async fn measure(settings: &Settings, progress: &Progress) -> Result<StuckRe
             let mut rounds_ms = Vec::new();
             for round in 0..settings.takeover_rounds {
                 progress.step(
-                    &format!("{}, first waiter {}, round {}", kind.label(), how.label(), round + 1),
+                    &format!(
+                        "{}, first waiter {}, round {}",
+                        kind.label(),
+                        how.label(),
+                        round + 1
+                    ),
                     STUCK_FOR + SETTLE * 2,
                 );
                 let name = format!("stuck-{kind:?}-{how:?}-{round}");
@@ -216,14 +221,8 @@ async fn behind_a_stuck_waiter(
 /// A pattern subscriber to every channel of the server at `url`, kept for as long as it lives.
 async fn tap(url: &str) -> Result<redis::aio::PubSub> {
     let client = redis::Client::open(url).map_err(Error::Redis)?;
-    let mut pubsub = client
-        .get_async_pubsub()
-        .await
-        .map_err(Error::Redis)?;
-    pubsub
-        .psubscribe("*")
-        .await
-        .map_err(Error::Redis)?;
+    let mut pubsub = client.get_async_pubsub().await.map_err(Error::Redis)?;
+    pubsub.psubscribe("*").await.map_err(Error::Redis)?;
     Ok(pubsub)
 }
 

@@ -42,7 +42,7 @@ const LOCK_KEY: &str = "fair";
 const PLACES: &str = "fair-places";
 /// The waiters in line, first come first.
 const LINE: &str = "fair-line";
-/// What every waiter listens on, where inspection counts them; a waiter a release grants the
+/// What every waiter listens on, where inspection counts them; a waiter a release offers the
 /// lock to is told on `<wake>:<client tag>`.
 const WAKE: &str = "fair-wake";
 
@@ -62,9 +62,11 @@ pub(crate) static STORED: Stored = Stored {
 /// longest, across every process that uses the same Redis.
 ///
 /// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
-/// and one more promise: nobody jumps the line. A release grants the lock, in the same
-/// script, to the first waiter in line and tells only that waiter, so a handoff costs one
-/// script call however many wait; a waiter whose process is gone is skipped at once.
+/// and one more promise: nobody jumps the line. A release offers the lock, in the same
+/// script, to the first waiter in line and tells only that waiter, which claims it with one
+/// request of its own, so a handoff costs two script calls however many wait; a first waiter
+/// that cannot claim (its process gone, frozen or cut off) costs the line the
+/// [`handoff_window`](crate::ClientOptions::handoff_window), never its lease.
 /// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
 /// it.
 ///
@@ -152,14 +154,16 @@ impl FairMutex {
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
     /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
-    /// puts the caller at the back of the line. A release grants the lock to the first waiter
-    /// in line and tells only that one, whose `lock()` then returns without another request;
-    /// a waiter whose process is gone is skipped. Every waiter also tries again at most every
+    /// puts the caller at the back of the line. A release offers the lock to the first waiter
+    /// in line and tells only that one, whose `lock()` then claims it with one request and
+    /// returns; a first waiter that does not claim within the
+    /// [`handoff_window`](crate::ClientOptions::handoff_window) loses its turn, and the waiter
+    /// behind it, told of the offer, takes the lock then. Every waiter also tries again at most every
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
     /// place not kept alive for three fallbacks plus the response timeout (a process that
     /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
     /// the holder's lease ends without a release, the first attempt that finds the lock free
-    /// gives it to the first waiter in line.
+    /// offers it to the first waiter in line.
     ///
     /// # Errors
     ///
@@ -242,8 +246,9 @@ impl FairMutex {
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
     /// its lease still runs, or when the lock is free but waiters are in line: the attempt
-    /// then grants it to the first of them, and gives this lock's lease as the time left;
-    /// otherwise as [`FairMutex::lock`].
+    /// then offers it to the first of them, and gives the offer's expiry as the time left;
+    /// [`Error::LateGrant`](crate::Error::LateGrant) when Redis granted it but answered too late
+    /// to trust the lease (the grant is given back); otherwise as [`FairMutex::lock`].
     ///
     /// # Cancel safety
     ///
