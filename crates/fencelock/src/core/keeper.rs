@@ -872,6 +872,22 @@ mod tests {
             .await
             .expect("renew");
         assert_eq!(renewed, "10", "exact values only");
+
+        // An offer a release made to a token is not renewed until its waiter claims it; a claimed
+        // one is.
+        run(&mut c, &["SET", "o:{1}", "tok:17+?:host", "PX", "1000"]).await;
+        run(&mut c, &["SET", "o:{2}", "tok:17+:host", "PX", "1000"]).await;
+        let renewed: String = RENEW_BATCH
+            .plain()
+            .key("o:{1}")
+            .key("o:{2}")
+            .arg(30_000)
+            .arg("vtok:")
+            .arg("vtok:")
+            .invoke_async(&mut c)
+            .await
+            .expect("renew");
+        assert_eq!(renewed, "01", "an unclaimed offer is not renewed");
         assert!(
             pttl(&mut c, "x:{2}").await <= 1000,
             "a longer token untouched"

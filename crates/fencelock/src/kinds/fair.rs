@@ -418,7 +418,7 @@ mod tests {
         value
             .split(':')
             .nth(1)
-            .and_then(|f| f.trim_end_matches('+').parse().ok())
+            .and_then(|f| f.trim_end_matches(['+', '?']).parse().ok())
             .unwrap_or_else(|| panic!("a held value with a fence: {value}"))
     }
 
@@ -546,6 +546,39 @@ mod tests {
         server.cli(&["ZREM", PLACES, &place("x:")]);
         assert!(release_heard(&server, "b:", 1).await.is_empty());
         assert_eq!(acquire(&mut c, "y:", 0).await[0], 1);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_whose_place_ended_loses_its_turn_when_it_comes_back() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "h:", 5_000).await;
+        for waiter in ["gone:", "b:"] {
+            assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
+        }
+        // `gone:` stopped trying for longer than its place lasts (its process was frozen); the
+        // holder's lease ended meanwhile.
+        server.cli(&["ZADD", PLACES, "1", &place("gone:")]);
+        server.cli(&["DEL", LOCK]);
+        // Back, it finds the lock free with its own entry still first in line: that entry ended,
+        // so b:, live behind it, is offered the lock and gone: goes to the back.
+        assert_eq!(
+            acquire(&mut c, "gone:", 5_000).await[0],
+            0,
+            "no longer first"
+        );
+        assert!(
+            server.cli(&["GET", LOCK]).starts_with("b:"),
+            "offered to b:"
+        );
+        assert_eq!(line(&server), "gone:10000");
+        // A waiter whose ended place is still in line while the lock is held also rejoins at the
+        // back, not where it was.
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1, "b: claims");
+        assert_eq!(acquire(&mut c, "c:", 5_000).await[0], 0);
+        server.cli(&["ZADD", PLACES, "1", &place("gone:")]);
+        assert_eq!(acquire(&mut c, "gone:", 5_000).await[0], 0);
+        assert_eq!(line(&server), "c:10000\ngone:10000");
     }
 
     #[tokio::test]

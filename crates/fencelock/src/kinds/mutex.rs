@@ -38,7 +38,7 @@ pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
-static EXTEND: Lua = Lua::new(&[include_str!("mutex/extend.lua")]);
+static EXTEND: Lua = Lua::new(&[VALUE, include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
 static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
 

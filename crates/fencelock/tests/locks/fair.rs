@@ -679,9 +679,9 @@ fn commands_run(server: &RedisServer) -> u64 {
 /// The commands that one hand-off costs at most when four workers, each on a client of its
 /// own, take turns without pause: the holder's release (11: `EVALSHA GET ZPOPMIN ZSCORE ZREM
 /// TIME SET PUBLISH` for the offer to the first in line, `ZRANGE ZSCORE PUBLISH` for the note
-/// to the second), the first waiter's claim (4: `EVALSHA GET PTTL PEXPIRE`), and the former
-/// holder's attempt that puts it at the back of the line again (at most 10: `EVALSHA GET PTTL
-/// TIME ZADD ZRANGE ZADD PTTL`, and `PEXPIRE PEXPIRE` when its place ends after the line's
+/// to the second), the first waiter's claim (3: `EVALSHA GET SET`), and the former holder's
+/// attempt that puts it at the back of the line again (at most 11: `EVALSHA GET PTTL TIME
+/// ZSCORE ZADD ZRANGE ZADD PTTL`, and `PEXPIRE PEXPIRE` when its place ends after the line's
 /// expiry).
 const COMMANDS_PER_HAND_OFF: u64 = 25;
 

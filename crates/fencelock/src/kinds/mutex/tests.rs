@@ -68,7 +68,7 @@ fn fence_of(value: &str) -> i64 {
     value
         .split(':')
         .nth(1)
-        .and_then(|f| f.trim_end_matches('+').parse().ok())
+        .and_then(|f| f.trim_end_matches(['+', '?']).parse().ok())
         .unwrap_or_else(|| panic!("a held value with a fence: {value}"))
 }
 
@@ -254,8 +254,8 @@ async fn a_release_offers_the_lock_to_the_waiter_whose_place_ends_first_and_warn
     assert!(fence > before, "fences rise through a hand-over");
     assert_eq!(
         offered,
-        format!("b:{fence}+:{LABEL}"),
-        "offered to b:, marked since others wait"
+        format!("b:{fence}+?:{LABEL}"),
+        "offered to b:, marked since others wait, and not claimed yet"
     );
     let ttl = pttl(&mut c, LOCK).await;
     assert!(
@@ -276,6 +276,11 @@ async fn a_release_offers_the_lock_to_the_waiter_whose_place_ends_first_and_warn
     assert!(
         ttl > 20_000 && ttl <= 30_000,
         "claimed for b:'s lease: {ttl}"
+    );
+    assert_eq!(
+        get(&mut c, LOCK).await,
+        format!("b:{fence}+:{LABEL}"),
+        "a plain hold once claimed"
     );
 
     // c: gives up while b: holds: nothing is announced.
@@ -383,6 +388,50 @@ async fn an_offer_nobody_claims_ends_with_the_window_and_the_next_attempt_takes_
         0,
         "a claim after the offer ended is refused: the message proved nothing"
     );
+}
+
+#[tokio::test]
+async fn an_offer_is_not_extended_before_its_waiter_claims_it() {
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, false).await[0],
+        0
+    );
+    // Heard, so offered.
+    let mut r = c.clone();
+    let payloads = announced(&server, async move {
+        assert_eq!(release(&mut r, "a:").await, 1);
+    })
+    .await;
+    assert_eq!(payloads, ["b:"]);
+    let extender = c.clone();
+    let extend = |token: &'static str| {
+        let mut c = extender.clone();
+        async move {
+            EXTEND
+                .plain()
+                .key(LOCK)
+                .arg(token)
+                .arg(600_000)
+                .invoke_async::<i64>(&mut c)
+                .await
+                .expect("extend")
+        }
+    };
+    // A renewal of b:'s token still on its way from an earlier hold must not make an offer
+    // nobody may claim last ten minutes.
+    assert_eq!(extend("b:").await, 0, "offered, not held: not extended");
+    assert_eq!(extend("x:").await, -1, "another owner's");
+    assert!(pttl(&mut c, LOCK).await <= i64::try_from(WINDOW).expect("ms"));
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, true).await[0],
+        1,
+        "claimed"
+    );
+    assert_eq!(extend("b:").await, 1, "held once claimed");
+    assert!(pttl(&mut c, LOCK).await > 30_000);
 }
 
 #[tokio::test]
