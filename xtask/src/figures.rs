@@ -58,8 +58,8 @@ const NOT_MEASURED: [(&str, &str); 10] = [
     ("1 s", "the default wake fallback"),
     (
         "200 ms",
-        "MIN_LEASE, and how long a release kept the lock for its woken waiter on the previous \
-         lock path",
+        "MIN_LEASE, the default handoff window, and how long a release kept the lock for its \
+         woken waiter on an earlier lock path",
     ),
     ("250 ms", "the default RedLock node timeout"),
     ("5 s", "the default shutdown timeout"),

@@ -8,7 +8,8 @@
 //!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
 //!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2,
 //!   Valkey 8.1, Valkey 9.1 and Redis 8.2, and the published crates packaged and verified;
-//! - `demo`: set-up, then the lottery: five worker processes race to draw at noon;
+//! - `demo`: `redis-server` and `redis-tools` installed when missing (the demo needs nothing
+//!   else), then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
 //!   layer (`ARCHITECTURE.md`);
@@ -26,12 +27,12 @@ use std::process::{Command, ExitCode};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("setup") => setup::ensure_packages()
+        Some("setup") => setup::ensure_packages(&setup::SUITE)
             .and_then(|()| setup::fetch_other_servers().map(drop))
             .and_then(|()| setup::install_peers()),
-        Some("test") => setup::ensure_packages().and_then(|()| test(&args[1..])),
-        Some("demo") => setup::ensure_packages().and_then(|()| demo::run()),
-        Some("package") => setup::ensure_packages().and_then(|()| package::check()),
+        Some("test") => setup::ensure_packages(&setup::SUITE).and_then(|()| test(&args[1..])),
+        Some("demo") => setup::ensure_packages(&setup::DEMO).and_then(|()| demo::run()),
+        Some("package") => setup::ensure_packages(&setup::SUITE).and_then(|()| package::check()),
         Some("layers") => layers::check(),
         Some("figures") => figures::check(),
         _ => Err(USAGE.to_owned()),
@@ -56,7 +57,8 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers 
           server (extra arguments are passed to `cargo test --workspace`), fencelock's
           representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2, and
           `cargo package` of each published crate
-  demo    setup, then the lottery demo (uses REDIS_URL if set, else a private redis-server)
+  demo    install redis-server and redis-tools if missing, then the lottery demo (uses
+          REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
   layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)

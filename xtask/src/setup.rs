@@ -7,73 +7,98 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Redis for every test; PostgreSQL for the fenced-write example and its test; libfaketime
-/// for the safety checker's clock faults; tmux for the test of `fencelock top` in a terminal.
-const PACKAGES: [&str; 5] = [
-    "redis-server",
-    "redis-tools",
-    "postgresql",
-    "faketime",
-    "tmux",
-];
+/// What a command needs from Debian's packages: the packages, and whether they are all here.
+pub(crate) struct Needs {
+    /// What it is for, in messages.
+    what: &'static str,
+    packages: &'static [&'static str],
+    present: fn() -> bool,
+}
+
+/// The demo runs Redis alone.
+pub(crate) const DEMO: Needs = Needs {
+    what: "redis-server and redis-cli",
+    packages: &["redis-server", "redis-tools"],
+    present: redis_present,
+};
+
+/// The suite: Redis for every test; PostgreSQL for the fenced-write example and its test;
+/// libfaketime for the safety checker's clock faults; tmux for the test of `fencelock top` in a
+/// terminal.
+pub(crate) const SUITE: Needs = Needs {
+    what: "redis-server, PostgreSQL, libfaketime or tmux",
+    packages: &[
+        "redis-server",
+        "redis-tools",
+        "postgresql",
+        "faketime",
+        "tmux",
+    ],
+    present: suite_present,
+};
 
 /// Where Debian's `libfaketime` installs the library the checker preloads into a server.
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
-/// Makes sure `redis-server` and `redis-cli` are on the PATH and PostgreSQL's server binaries
-/// are where the test kit looks, installing them with apt-get when they are not. Uses `sudo`
-/// when not running as root.
-pub(crate) fn ensure_packages() -> Result<(), String> {
-    if servers_present() {
+/// Makes sure what `needs` names is installed, installing the missing packages with apt-get
+/// when it is not. Uses `sudo` when not running as root.
+pub(crate) fn ensure_packages(needs: &Needs) -> Result<(), String> {
+    if (needs.present)() {
         return Ok(());
     }
     if !on_path("apt-get") {
-        return Err(
-            "redis-server, PostgreSQL, libfaketime or tmux is missing and there is no apt-get \
-             here: install Redis 7 (redis-server and redis-cli) on the PATH, PostgreSQL (initdb, \
-             postgres, pg_isready) on the PATH or in FENCELOCK_POSTGRES_BIN, libfaketime (or \
-             name it in FENCELOCK_LIBFAKETIME) and tmux"
-                .to_owned(),
-        );
+        return Err(format!(
+            "{} is missing and there is no apt-get here: install Redis 7 (redis-server and \
+             redis-cli) on the PATH and, for the suite, PostgreSQL (initdb, postgres, pg_isready) \
+             on the PATH or in FENCELOCK_POSTGRES_BIN, libfaketime (or name it in \
+             FENCELOCK_LIBFAKETIME) and tmux",
+            needs.what
+        ));
     }
     eprintln!(
         "xtask: installing {} from Debian's packages",
-        PACKAGES.join(" ")
+        needs.packages.join(" ")
     );
     let sudo = !is_root();
     run_apt(sudo, &["update", "-q"])?;
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
-    install.extend(PACKAGES);
+    install.extend(needs.packages);
     run_apt(sudo, &install)?;
-    if servers_present() {
+    if (needs.present)() {
         Ok(())
     } else {
-        Err(
-            "apt-get finished but redis-server, PostgreSQL, libfaketime or tmux is still missing"
-                .to_owned(),
-        )
+        Err(format!(
+            "apt-get finished but {} is still missing",
+            needs.what
+        ))
     }
 }
 
-fn servers_present() -> bool {
-    on_path("redis-server")
-        && on_path("redis-cli")
+fn redis_present() -> bool {
+    on_path("redis-server") && on_path("redis-cli")
+}
+
+fn suite_present() -> bool {
+    redis_present()
         && on_path("tmux")
         && fencelock_testkit::postgres_bin_dir().is_some()
         && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("FENCELOCK_LIBFAKETIME").is_some())
 }
 
+/// Runs apt-get with `args`, without a question to answer. Through `sudo`, the setting goes on
+/// `env`'s command line: most sudo configurations reset the environment.
 fn run_apt(sudo: bool, args: &[&str]) -> Result<(), String> {
     let mut command = if sudo {
         let mut c = Command::new("sudo");
-        c.arg("apt-get");
+        c.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
         c
     } else {
-        Command::new("apt-get")
+        let mut c = Command::new("apt-get");
+        c.env("DEBIAN_FRONTEND", "noninteractive");
+        c
     };
     let status = command
         .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
         .map_err(|e| format!("cannot run apt-get: {e}"))?;
     if status.success() {

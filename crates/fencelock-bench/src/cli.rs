@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand};
 
 use crate::report::Output;
 use crate::{
-    bench_dir, election, handoff, market, peers, redlock, renewal, takeover, uncontended, Result,
-    Settings,
+    bench_dir, election, handoff, market, peers, redlock, renewal, stuck, takeover, uncontended,
+    Result, Settings,
 };
 
 /// fencelock measured beside the limit of the same Redis and beside its peers, in one run.
@@ -61,7 +61,7 @@ struct Cli {
         value_parser = parse_duration
     )]
     takeover_leases: Vec<Duration>,
-    /// Rounds of each measurement of the takeover scenario.
+    /// Rounds of each measurement of the takeover and stuck scenarios.
     #[arg(long, global = true, default_value = "5", value_parser = clap::value_parser!(u32).range(1..=1000))]
     takeover_rounds: u32,
     /// Where results are written [default: bench/results].
@@ -97,6 +97,8 @@ enum Scenario {
     Election,
     /// 8: a lock's holder killed, terminated or paused, at each lease.
     Takeover,
+    /// 9: the next waiter behind a first waiter that cannot claim the lock it is offered.
+    Stuck,
     /// A fencelock election candidate driven on stdin, for the election scenario.
     #[command(hide = true)]
     ElectCandidate {
@@ -118,6 +120,9 @@ enum Scenario {
         url: String,
         name: String,
         lease_ms: u64,
+        /// A FairMutex rather than a Mutex.
+        #[arg(long)]
+        fair: bool,
     },
 }
 
@@ -167,7 +172,8 @@ pub fn main() -> ExitCode {
             url,
             name,
             lease_ms,
-        } => runtime.block_on(takeover::holder_process(url, name, *lease_ms)),
+            fair,
+        } => runtime.block_on(takeover::holder_process(url, name, *lease_ms, *fair)),
         scenario => runtime.block_on(run(scenario, &settings)),
     };
     match outcome {
@@ -211,6 +217,9 @@ async fn run(scenario: &Scenario, settings: &Settings) -> Result<()> {
     }
     if chosen(Scenario::Takeover) {
         takeover::run(settings, &output).await?;
+    }
+    if chosen(Scenario::Stuck) {
+        stuck::run(settings, &output).await?;
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ pub mod redlock;
 pub mod renewal;
 pub mod report;
 pub mod server;
+pub mod stuck;
 pub mod takeover;
 pub mod uncontended;
 
@@ -56,7 +57,7 @@ pub struct Settings {
     pub observers: Vec<usize>,
     /// The leases of the takeover scenario.
     pub takeover_leases: Vec<Duration>,
-    /// Rounds of each measurement of the takeover scenario.
+    /// Rounds of each measurement of the takeover and stuck scenarios.
     pub takeover_rounds: u32,
     /// The `fencelock-bench` binary, run again for the election's candidates and observers and
     /// the takeover's holders.

@@ -19,7 +19,7 @@ pub struct Server {
 
 impl Server {
     /// Starts `redis-server` (from the PATH, or `REDIS_SERVER`) without persistence on a free
-    /// loopback port, and waits until it answers `PING`.
+    /// loopback port, and waits until it answers as itself: `INFO server` names its process.
     ///
     /// # Errors
     ///
@@ -92,7 +92,7 @@ impl Server {
                     self.port
                 )));
             }
-            if answers_ping(self.port) {
+            if answers_as(self.port, self.child.id()) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -111,16 +111,46 @@ impl Drop for Server {
     }
 }
 
-fn answers_ping(port: u16) -> bool {
+/// Whether the server on `port` answers and is process `pid`: another server that took the
+/// port between the search for a free one and the child's bind would answer too, and every
+/// measurement would then be of it.
+fn answers_as(port: u16, pid: u32) -> bool {
     let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else {
         return false;
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-    if stream.write_all(b"PING\r\n").is_err() {
+    if stream.write_all(b"INFO server\r\n").is_err() {
         return false;
     }
-    let mut reply = [0u8; 7];
-    stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    read_bulk(&mut stream).is_some_and(|info| process_id(&info) == Some(pid))
+}
+
+/// Reads one RESP bulk string (`$<len>\r\n<bytes>\r\n`); `None` for anything else.
+fn read_bulk(stream: &mut TcpStream) -> Option<String> {
+    let mut header = Vec::new();
+    let mut byte = [0u8; 1];
+    while !header.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte).ok()?;
+        header.push(byte[0]);
+        if header.len() > 32 {
+            return None;
+        }
+    }
+    let len: usize = std::str::from_utf8(header.strip_prefix(b"$")?.strip_suffix(b"\r\n")?)
+        .ok()?
+        .parse()
+        .ok()?;
+    let mut body = vec![0u8; len.checked_add(2)?];
+    stream.read_exact(&mut body).ok()?;
+    body.truncate(len);
+    String::from_utf8(body).ok()
+}
+
+/// The `process_id` an `INFO` reply gives.
+fn process_id(info: &str) -> Option<u32> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
 }
 
 /// A loopback port nothing listens on at the moment.
@@ -132,4 +162,19 @@ pub(crate) fn free_port() -> Result<u16> {
         .map_err(|e| Error::io("finding a free loopback port", e))?
         .port();
     Ok(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_is_known_by_its_process_not_by_its_port_answering() {
+        let server = Server::start().expect("a server");
+        assert!(answers_as(server.port, server.child.id()));
+        assert!(
+            !answers_as(server.port, server.child.id() + 1),
+            "another process answering on the port is not the server started"
+        );
+    }
 }

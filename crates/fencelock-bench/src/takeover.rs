@@ -208,16 +208,28 @@ fn answer_bound(lease: Duration) -> Duration {
 }
 
 /// A holder or standby process and its pipes.
-struct Holder {
+pub(crate) struct Holder {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
 }
 
 impl Holder {
-    fn spawn(program: &str, url: &str, name: &str, lease: Duration) -> Result<Holder> {
+    pub(crate) fn spawn(program: &str, url: &str, name: &str, lease: Duration) -> Result<Holder> {
+        Holder::spawn_with(program, url, name, lease, &[])
+    }
+
+    /// [`spawn`](Holder::spawn) with more arguments of the `lease-holder` subcommand (`--fair`).
+    pub(crate) fn spawn_with(
+        program: &str,
+        url: &str,
+        name: &str,
+        lease: Duration,
+        more: &[&str],
+    ) -> Result<Holder> {
         let mut child = Command::new(program)
             .args(["lease-holder", url, name, &millis(lease).to_string()])
+            .args(more)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -234,7 +246,7 @@ impl Holder {
         })
     }
 
-    async fn send(&mut self, command: &str) -> Result<()> {
+    pub(crate) async fn send(&mut self, command: &str) -> Result<()> {
         self.stdin
             .write_all(format!("{command}\n").as_bytes())
             .await
@@ -242,7 +254,7 @@ impl Holder {
     }
 
     /// The next line that starts with one of `words`, within `bound`.
-    async fn expect(&mut self, words: &[&str], bound: Duration) -> Result<String> {
+    pub(crate) async fn expect(&mut self, words: &[&str], bound: Duration) -> Result<String> {
         let wanted = async {
             while let Some(line) = self.lines.next_line().await.transpose() {
                 let line = line.map_err(|e| Error::io("reading a lease holder", e))?;
@@ -263,13 +275,13 @@ impl Holder {
     }
 
     /// Asks for the lock and waits until it is held; returns when, in unix ns.
-    async fn hold(&mut self, bound: Duration) -> Result<u64> {
+    pub(crate) async fn hold(&mut self, bound: Duration) -> Result<u64> {
         self.send("lock").await?;
         let line = self.expect(&["holding"], bound).await?;
         Ok(stamp(&line))
     }
 
-    fn signal(&self, signal: Signal) -> Result<u64> {
+    pub(crate) fn signal(&self, signal: Signal) -> Result<u64> {
         let at = unix_nanos();
         let pid = self
             .child
@@ -283,7 +295,7 @@ impl Holder {
 }
 
 /// The number after a line's first word (0 when there is none).
-fn stamp(line: &str) -> u64 {
+pub(crate) fn stamp(line: &str) -> u64 {
     line.split_whitespace()
         .nth(1)
         .and_then(|n| n.parse().ok())
@@ -360,18 +372,23 @@ async fn paused(
     }
 }
 
-/// The hidden `lease-holder` subcommand: a `Mutex` with a renewed lease of `lease_ms`, driven on
-/// stdin. `lock` waits for the lock (printing `waiting` once asked, `holding <unix ns>` once
-/// held); `status` prints `held` or `lost <how>`; SIGTERM unlocks and exits.
+/// The hidden `lease-holder` subcommand: a `Mutex` (a `FairMutex` when `fair`) with a renewed
+/// lease of `lease_ms`, driven on stdin. `lock` waits for the lock (printing `waiting` once
+/// asked, `holding <unix ns>` once held); `status` prints `held` or `lost <how>`; SIGTERM
+/// unlocks (printing `released <unix ns>`) and exits.
 ///
 /// # Errors
 ///
 /// A failed connection or lock operation, or an unknown command.
-pub async fn holder_process(url: &str, name: &str, lease_ms: u64) -> Result<()> {
+pub async fn holder_process(url: &str, name: &str, lease_ms: u64, fair: bool) -> Result<()> {
     let options = fencelock::ClientOptions::default()
         .default_lease(fencelock::Lease::Renewed(Duration::from_millis(lease_ms)));
     let client = fencelock::Client::connect_with_options(url, options).await?;
-    let mutex = client.mutex(name)?;
+    let (mutex, fair_mutex) = if fair {
+        (None, Some(client.fair_mutex(name)?))
+    } else {
+        (Some(client.mutex(name)?), None)
+    };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::io("handling SIGTERM", e))?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
@@ -385,7 +402,12 @@ pub async fn holder_process(url: &str, name: &str, lease_ms: u64) -> Result<()> 
                 match line.as_str() {
                     "lock" => {
                         println!("waiting");
-                        guard = Some(mutex.lock().await?);
+                        let held: fencelock::Guard = match (&mutex, &fair_mutex) {
+                            (Some(mutex), _) => mutex.lock().await?.into(),
+                            (None, Some(fair)) => fair.lock().await?.into(),
+                            (None, None) => return Err(Error::Stuck("no lock".to_owned())),
+                        };
+                        guard = Some(held);
                         println!("holding {}", unix_nanos());
                     }
                     "status" => match &guard {

@@ -49,7 +49,9 @@ pub use kinds::mutex::{Mutex, MutexGuard};
 pub use kinds::reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use kinds::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use kinds::semaphore::{Semaphore, SemaphorePermit};
-pub use options::{ClientOptions, Lease, LockOptions, MAX_LEASE, MIN_LEASE};
+pub use options::{
+    ClientOptions, Lease, LockOptions, DEFAULT_HANDOFF_WINDOW, MAX_LEASE, MIN_LEASE,
+};
 pub use token::Fence;
 pub use transport::sentinel::SentinelOptions;
 

@@ -284,8 +284,15 @@ impl ClientOptions {
     }
 }
 
-/// The default [`ClientOptions::handoff_window`].
-const DEFAULT_HANDOFF_WINDOW: Duration = Duration::from_millis(200);
+/// The default [`ClientOptions::handoff_window`]: how long a release's offer of the lock to the
+/// next waiter lasts unless the client chooses another.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(fencelock::DEFAULT_HANDOFF_WINDOW.as_millis(), 200);
+/// ```
+pub const DEFAULT_HANDOFF_WINDOW: Duration = Duration::from_millis(200);
 
 /// The longest [`ClientOptions::handoff_window`].
 const MAX_HANDOFF_WINDOW: Duration = Duration::from_secs(60);
@@ -382,7 +389,8 @@ impl ClientOptions {
     /// expiry its lease; a waiter that cannot answer (its process stopped or frozen, its
     /// connection half-open, its notification lost) loses the offer when the window ends, and
     /// the waiter behind it, told of the offer, takes the lock then. So a waiter that cannot
-    /// claim costs the others at most the window, never its lease. A longer window lets a
+    /// claim costs the others at most the window, never its lease. Default:
+    /// [`DEFAULT_HANDOFF_WINDOW`]. A longer window lets a
     /// slow waiter (a long pause of its runtime) keep its turn; a shorter one frees the lock
     /// sooner behind one that died. The releasing client's window applies.
     pub fn handoff_window(mut self, window: Duration) -> Self {
@@ -606,7 +614,8 @@ impl ClientOptions {
         validate_prefix(&self.prefix)?;
         self.default_lease.millis()?;
         positive("wake_fallback", self.wake_fallback)?;
-        if self.handoff_window < Duration::from_millis(1) || self.handoff_window > MAX_HANDOFF_WINDOW
+        if self.handoff_window < Duration::from_millis(1)
+            || self.handoff_window > MAX_HANDOFF_WINDOW
         {
             return Err(Error::InvalidOption {
                 option: "handoff_window",

@@ -16,7 +16,7 @@ use crate::core::holds::Taken;
 use crate::core::kind::Kind;
 use crate::core::lease::{valid_until, LeaseState};
 use crate::core::nodes::{Acquired, Request};
-use crate::core::notify::{Target, Wake, Waiter};
+use crate::core::notify::{Target, Waiter, Wake};
 use crate::core::observe::{Acquiring, Hold};
 use crate::core::shared::Shared;
 use crate::core::waits::Wait;

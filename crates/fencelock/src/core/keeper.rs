@@ -32,6 +32,9 @@ static RENEW_BATCH: Lua = Lua::new(&[EXPIRIES, include_str!("renew_batch.lua")])
 pub(crate) enum RenewKind {
     /// The key's string value starts with the member.
     Value,
+    /// The key's string value is the member, exactly: another library's layout, whose tokens
+    /// do not end with a mark that keeps one from starting another.
+    ExactValue,
     /// The hash has the member as a field.
     HashField,
     /// The hash field named by the member holds that holder's expiry in server milliseconds.
@@ -44,6 +47,7 @@ impl RenewKind {
     fn code(self) -> &'static str {
         match self {
             RenewKind::Value => "v",
+            RenewKind::ExactValue => "x",
             RenewKind::HashField => "h",
             RenewKind::HashExpiry => "e",
             RenewKind::ZsetExpiry => "z",
@@ -852,6 +856,42 @@ mod tests {
             .await
             .expect("zscore");
         assert!(score > (soon + 20_000) as f64);
+
+        // Another library's value is renewed only when it is the token, exactly: its tokens
+        // carry no end mark, so one may start another.
+        run(&mut c, &["SET", "x:{1}", "abc", "PX", "1000"]).await;
+        run(&mut c, &["SET", "x:{2}", "abcdef", "PX", "1000"]).await;
+        let renewed: String = RENEW_BATCH
+            .plain()
+            .key("x:{1}")
+            .key("x:{2}")
+            .arg(30_000)
+            .arg("xabc")
+            .arg("xabc")
+            .invoke_async(&mut c)
+            .await
+            .expect("renew");
+        assert_eq!(renewed, "10", "exact values only");
+
+        // An offer a release made to a token is not renewed until its waiter claims it; a claimed
+        // one is.
+        run(&mut c, &["SET", "o:{1}", "tok:17+?:host", "PX", "1000"]).await;
+        run(&mut c, &["SET", "o:{2}", "tok:17+:host", "PX", "1000"]).await;
+        let renewed: String = RENEW_BATCH
+            .plain()
+            .key("o:{1}")
+            .key("o:{2}")
+            .arg(30_000)
+            .arg("vtok:")
+            .arg("vtok:")
+            .invoke_async(&mut c)
+            .await
+            .expect("renew");
+        assert_eq!(renewed, "01", "an unclaimed offer is not renewed");
+        assert!(
+            pttl(&mut c, "x:{2}").await <= 1000,
+            "a longer token untouched"
+        );
 
         // A renewal never shortens: an expiry an extension moved beyond the renewal's lease
         // stays where it is, for a key and for a holder.

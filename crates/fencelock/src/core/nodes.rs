@@ -68,15 +68,18 @@ impl Request {
     }
 
     /// Sends the request on `conn`; a script call goes through the node's `line`, which
-    /// coalesces it with the calls of other tasks.
+    /// coalesces it with the calls of other tasks, when one is given.
     async fn invoke<T: FromRedisValue>(
         &self,
         conn: &Conn,
-        line: &Arc<Coalescer>,
+        line: Option<&Arc<Coalescer>>,
     ) -> redis::RedisResult<T> {
-        let reply = match self.0.as_ref() {
-            Sendable::Script(invocation) => line.call(conn, invocation).await?,
-            Sendable::Evalsha { command, script } => {
+        let reply = match (self.0.as_ref(), line) {
+            (Sendable::Script(invocation), Some(line)) => line.call(conn, invocation).await?,
+            (Sendable::Script(invocation), None) => {
+                invocation.invoke_async(&mut conn.clone()).await?
+            }
+            (Sendable::Evalsha { command, script }, _) => {
                 evalsha(command, script, &mut conn.clone()).await?
             }
         };
@@ -366,9 +369,10 @@ impl Nodes {
         Box::pin(async move {
             let until = Instant::now() + lease;
             let mut pause = RESEND_PAUSE;
+            let mut via = Via::Line;
             loop {
                 let answered = nodes
-                    .ask_all::<i64>(&release, &name)
+                    .ask_via::<i64>(&release, &name, |_, _| false, via)
                     .await
                     .iter()
                     .filter(|a| matches!(a, Some(Ok(_))))
@@ -385,6 +389,9 @@ impl Nodes {
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(RELEASE_PAUSE_MAX);
+                // The first send went through the line, after the acquire it gives back: the
+                // next ones cannot overtake it, and so keep out of other tasks' way.
+                via = Via::Aside;
             }
         })
     }
@@ -443,10 +450,24 @@ impl Nodes {
     where
         T: FromRedisValue + Send + 'static,
     {
+        self.ask_via(invocation, name, settled, Via::Line).await
+    }
+
+    /// [`ask`](Nodes::ask) through each node's line of calls, or beside it.
+    async fn ask_via<T>(
+        &self,
+        invocation: &Request,
+        name: &str,
+        settled: impl Fn(&[Answer<T>], usize) -> bool,
+        via: Via,
+    ) -> Vec<Answer<T>>
+    where
+        T: FromRedisValue + Send + 'static,
+    {
         let named = |reply: redis::RedisResult<T>| reply.map_err(|e| Error::from_redis(e, name));
         if let ([conn], [line]) = (self.conns.as_slice(), self.lines.as_slice()) {
             // One node: its answer decides, with nothing to wait for beside it.
-            let reply = invocation.invoke::<T>(conn, line).await;
+            let reply = invocation.invoke::<T>(conn, via.line(line)).await;
             return vec![Some(named(reply))];
         }
         let (answered, mut answers_rx) = mpsc::unbounded_channel();
@@ -457,7 +478,7 @@ impl Nodes {
             let answered = answered.clone();
             let node_timeout = self.node_timeout;
             tokio::spawn(async move {
-                let reply = request.invoke::<T>(&conn, &line);
+                let reply = request.invoke::<T>(&conn, via.line(&line));
                 let answer = match node_timeout {
                     Some(limit) => tokio::time::timeout(limit, reply).await.ok(),
                     None => Some(reply.await),
@@ -550,6 +571,25 @@ impl Nodes {
     /// majority agrees either way, `None` while the silent nodes could still tip it.
     pub(crate) fn verdict(&self, yes: usize, no: usize) -> Option<bool> {
         verdict(self.conns.len(), yes, no)
+    }
+}
+
+/// How a request goes to a node: through the node's line of calls, coalesced with other
+/// tasks' and kept in the order they were made, or beside it.
+#[derive(Clone, Copy)]
+enum Via {
+    Line,
+    /// Only for a request whose order against the line's calls no longer matters: a release
+    /// sent again after its first send went through the line.
+    Aside,
+}
+
+impl Via {
+    fn line(self, line: &Arc<Coalescer>) -> Option<&Arc<Coalescer>> {
+        match self {
+            Via::Line => Some(line),
+            Via::Aside => None,
+        }
     }
 }
 

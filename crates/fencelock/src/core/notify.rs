@@ -921,6 +921,50 @@ mod tests {
     }
 
     #[test]
+    fn a_message_to_a_token_wakes_it_to_ask_and_never_carries_a_grant() {
+        let registry = StdMutex::new(Registry::default());
+        let notify = Arc::new(Notify::new());
+        lock(&registry).channels.insert(
+            b"c".to_vec(),
+            vec![Slot {
+                id: 1,
+                target: Target::Token(b"tok:".to_vec()),
+                notify,
+                wake: None,
+            }],
+        );
+        let wake = |registry: &StdMutex<Registry>| lock(registry).channels[&b"c"[..]][0].wake;
+        dispatch(&registry, b"c", b"other:");
+        assert_eq!(wake(&registry), None, "another waiter's");
+        dispatch(&registry, b"c", b"tok:?200");
+        assert_eq!(
+            wake(&registry),
+            Some(Wake::After(Duration::from_millis(200))),
+            "an offer to the waiter ahead: ask once it has had its time"
+        );
+        dispatch(&registry, b"c", b"tok:?50");
+        assert_eq!(
+            wake(&registry),
+            Some(Wake::After(Duration::from_millis(50))),
+            "the earlier of two"
+        );
+        dispatch(&registry, b"c", b"tok:12345");
+        assert_eq!(
+            wake(&registry),
+            Some(Wake::Now),
+            "an older release's grant and its fence: ask now, as for an offer"
+        );
+        dispatch(&registry, b"c", b"tok:?50");
+        assert_eq!(wake(&registry), Some(Wake::Now), "asking now stands");
+        dispatch(&registry, b"c", b"tok:?x");
+        assert_eq!(
+            wake(&registry),
+            Some(Wake::Now),
+            "a malformed payload is ignored"
+        );
+    }
+
+    #[test]
     fn a_release_announced_by_every_master_wakes_one_waiter() {
         let (registry, _notifies) = registry_with_waiters(b"c", 3);
         for _ in 0..5 {

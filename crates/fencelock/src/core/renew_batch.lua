@@ -2,7 +2,12 @@
 -- KEYS[i] a key; ARGV[1] the lease ms of every one; ARGV[i + 1] the key's kind
 -- (its first character) followed by its member
 -- Kinds, by how a primitive stores its holders:
---   'v'  the key's string value starts with member (Mutex, FairMutex)
+--   'v'  the key's string value starts with member (Mutex, FairMutex; their
+--        tokens end with ':', so no token is the start of another), and is not
+--        an offer to it that it has not claimed ('+?' after the fence:
+--        kinds/mutex/value.lua)
+--   'x'  the key's string value is member, exactly (another library's layout,
+--        whose tokens carry no end mark)
 --   'h'  the hash has field member (one owner per key)
 --   'e'  the hash field member holds that holder's expiry in server ms
 --        (several holders per key, each with its own lease)
@@ -31,6 +36,9 @@ local function held(kind, key, member)
   if kind == 'v' then
     local value = redis.pcall('GET', key)
     return type(value) == 'string' and string.sub(value, 1, #member) == member
+      and string.find(value, '^%d+%+%?', #member + 1) == nil
+  elseif kind == 'x' then
+    return redis.pcall('GET', key) == member
   elseif kind == 'h' then
     return redis.pcall('HEXISTS', key, member) == 1
   elseif kind == 'e' then

@@ -149,7 +149,14 @@ pub(crate) fn single_holder(name: &[u8], kind: LockKind, value: &[u8], pttl: i64
     let mut parts = value.splitn(3, |&b| b == b':').skip(1);
     info.fence = parts
         .next()
-        .map(|fence| fence.strip_suffix(b"+").unwrap_or(fence))
+        // Marked that someone waits (`+`), and offered to a waiter that has not claimed it
+        // (`+?`): `kinds/mutex/value.lua`.
+        .map(|fence| {
+            fence
+                .strip_suffix(b"+?")
+                .or_else(|| fence.strip_suffix(b"+"))
+                .unwrap_or(fence)
+        })
         .and_then(parse_number)
         .map(Fence::new);
     if let Some(label) = parts.next() {
@@ -192,6 +199,9 @@ mod tests {
         let waited = single_holder(b"n", LockKind::Mutex, b"tok:1796+:host-1", 1500);
         assert_eq!(waited.fence, Some(Fence::new(1796)));
         assert_eq!(waited.holder.as_deref(), Some("host-1"));
+        let offered = single_holder(b"n", LockKind::Mutex, b"tok:1797+?:host-2", 150);
+        assert_eq!(offered.fence, Some(Fence::new(1797)));
+        assert_eq!(offered.holder.as_deref(), Some("host-2"));
         let bare = single_holder(b"n", LockKind::Mutex, b"tok:17", -1);
         assert_eq!((bare.holder, bare.remaining), (None, None));
         let junk = single_holder(b"n", LockKind::Mutex, b"garbage", 10);

@@ -42,7 +42,7 @@ const LOCK_KEY: &str = "fair";
 const PLACES: &str = "fair-places";
 /// The waiters in line, first come first.
 const LINE: &str = "fair-line";
-/// What every waiter listens on, where inspection counts them; a waiter a release grants the
+/// What every waiter listens on, where inspection counts them; a waiter a release offers the
 /// lock to is told on `<wake>:<client tag>`.
 const WAKE: &str = "fair-wake";
 
@@ -62,9 +62,11 @@ pub(crate) static STORED: Stored = Stored {
 /// longest, across every process that uses the same Redis.
 ///
 /// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
-/// and one more promise: nobody jumps the line. A release grants the lock, in the same
-/// script, to the first waiter in line and tells only that waiter, so a handoff costs one
-/// script call however many wait; a waiter whose process is gone is skipped at once.
+/// and one more promise: nobody jumps the line. A release offers the lock, in the same
+/// script, to the first waiter in line and tells only that waiter, which claims it with one
+/// request of its own, so a handoff costs two script calls however many wait; a first waiter
+/// that cannot claim (its process gone, frozen or cut off) costs the line the
+/// [`handoff_window`](crate::ClientOptions::handoff_window), never its lease.
 /// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
 /// it.
 ///
@@ -152,14 +154,16 @@ impl FairMutex {
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
     /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
-    /// puts the caller at the back of the line. A release grants the lock to the first waiter
-    /// in line and tells only that one, whose `lock()` then returns without another request;
-    /// a waiter whose process is gone is skipped. Every waiter also tries again at most every
+    /// puts the caller at the back of the line. A release offers the lock to the first waiter
+    /// in line and tells only that one, whose `lock()` then claims it with one request and
+    /// returns; a first waiter that does not claim within the
+    /// [`handoff_window`](crate::ClientOptions::handoff_window) loses its turn, and the waiter
+    /// behind it, told of the offer, takes the lock then. Every waiter also tries again at most every
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
     /// place not kept alive for three fallbacks plus the response timeout (a process that
     /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
     /// the holder's lease ends without a release, the first attempt that finds the lock free
-    /// gives it to the first waiter in line.
+    /// offers it to the first waiter in line.
     ///
     /// # Errors
     ///
@@ -242,8 +246,9 @@ impl FairMutex {
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
     /// its lease still runs, or when the lock is free but waiters are in line: the attempt
-    /// then grants it to the first of them, and gives this lock's lease as the time left;
-    /// otherwise as [`FairMutex::lock`].
+    /// then offers it to the first of them, and gives the offer's expiry as the time left;
+    /// [`Error::LateGrant`](crate::Error::LateGrant) when Redis granted it but answered too late
+    /// to trust the lease (the grant is given back); otherwise as [`FairMutex::lock`].
     ///
     /// # Cancel safety
     ///
@@ -398,9 +403,23 @@ mod tests {
             .arg("")
             .arg(place_ms)
             .arg(WAKE)
+            .arg(WINDOW)
             .invoke_async(c)
             .await
             .expect("acquire")
+    }
+
+    /// How long the tests' releases offer the lock to the first in line, in ms.
+    const WINDOW: u64 = 1_000;
+
+    /// The fence of the value the lock holds.
+    fn held_fence(server: &RedisServer) -> i64 {
+        let value = server.cli(&["GET", LOCK]);
+        value
+            .split(':')
+            .nth(1)
+            .and_then(|f| f.trim_end_matches(['+', '?']).parse().ok())
+            .unwrap_or_else(|| panic!("a held value with a fence: {value}"))
     }
 
     async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
@@ -413,6 +432,7 @@ mod tests {
             .arg(WAKE)
             .arg(60_000)
             .arg(place(token))
+            .arg(WINDOW)
             .invoke_async(c)
             .await
             .expect("release")
@@ -465,15 +485,11 @@ mod tests {
             "and joins at the back again"
         );
 
-        // The release grants the lock to c, first in line, and says so to c alone.
+        // The release offers the lock to c, first in line, and tells b, behind it, for how
+        // long.
         let heard = release_heard(&server, "a:", 1).await;
-        let [payload] = heard.as_slice() else {
-            panic!("one message: {heard:?}");
-        };
-        let fence: i64 = payload
-            .strip_prefix("c:")
-            .and_then(|f| f.parse().ok())
-            .unwrap_or_else(|| panic!("c: and its fence: {payload}"));
+        assert_eq!(heard, ["c:".to_owned(), format!("b:?{WINDOW}")]);
+        let fence = held_fence(&server);
         assert!(fence > granted[1], "fences rise");
         assert!(server
             .cli(&["GET", LOCK])
@@ -484,32 +500,47 @@ mod tests {
         assert_eq!(
             acquire(&mut c, "c:", 5_000).await,
             [1, fence],
-            "c's next attempt answers its grant"
+            "c's next attempt claims the offer"
         );
+        let ttl: i64 = server.cli(&["PTTL", LOCK]).parse().expect("pttl");
+        assert!(ttl > 9_000, "claimed for c's lease: {ttl}");
         let heard = release_heard(&server, "c:", 1).await;
-        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
+        assert_eq!(heard, ["b:"]);
         assert_eq!(release(&mut c, "c:").await, -1, "b holds it now");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
         assert_eq!(line(&server), "");
     }
 
     #[tokio::test]
-    async fn waiters_gone_or_out_of_time_are_dropped_and_the_next_served() {
+    async fn waiters_out_of_time_are_dropped_and_one_that_hears_nothing_keeps_its_turn() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         acquire(&mut c, "a:", 5_000).await;
-        for waiter in ["late:", "gone.1:", "b:"] {
+        for waiter in ["late:", "deaf.1:", "b:"] {
             assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
         }
-        // `late:` stopped trying: its place ended by the server's clock; `gone.1:`'s client no
-        // longer listens on its channel (`fair-wake:gone`).
+        // `late:` stopped trying: its place ended by the server's clock. `deaf.1:`'s client
+        // hears nothing on its channel (`fair-wake:deaf`) right now: it may be reconnecting,
+        // so it is offered its turn all the same.
         server.cli(&["ZADD", PLACES, "1", &place("late:")]);
         let heard = release_heard(&server, "a:", 1).await;
-        assert!(heard.len() == 1 && heard[0].starts_with("b:"), "{heard:?}");
-        assert_eq!(line(&server), "");
-        assert!(server.cli(&["GET", LOCK]).starts_with("b:"));
-        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "held by b");
+        assert_eq!(heard, [format!("b:?{WINDOW}")], "b hears of deaf's offer");
+        assert_eq!(line(&server), "b:10000");
+        assert!(server.cli(&["GET", LOCK]).starts_with("deaf.1:"));
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 0, "offered to deaf");
+        // deaf never claims: the offer ends with the window, and b, first in line, takes it.
+        server.cli(&["PEXPIRE", LOCK, "1"]);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        assert_eq!(acquire(&mut c, "n:", 0).await[0], 0, "b waits ahead of n");
+        assert!(server.cli(&["GET", LOCK]).starts_with("b:"), "offered to b");
         assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1);
+        assert_eq!(
+            acquire(&mut c, "deaf.1:", 5_000).await[0],
+            0,
+            "too late: its claim is refused, and it joins the back of the line"
+        );
+        assert_eq!(line(&server), "deaf.1:10000");
+        assert_eq!(release(&mut c, "deaf.1:").await, -1, "deaf gives up");
         // A waiter in line without a place is dropped rather than blocking the line.
         acquire(&mut c, "x:", 5_000).await;
         server.cli(&["ZREM", PLACES, &place("x:")]);
@@ -518,7 +549,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_forced_release_hands_the_lock_to_the_first_in_line() {
+    async fn a_waiter_whose_place_ended_loses_its_turn_when_it_comes_back() {
+        let server = RedisServer::start();
+        let mut c = conn(&server).await;
+        acquire(&mut c, "h:", 5_000).await;
+        for waiter in ["gone:", "b:"] {
+            assert_eq!(acquire(&mut c, waiter, 5_000).await[0], 0);
+        }
+        // `gone:` stopped trying for longer than its place lasts (its process was frozen); the
+        // holder's lease ended meanwhile.
+        server.cli(&["ZADD", PLACES, "1", &place("gone:")]);
+        server.cli(&["DEL", LOCK]);
+        // Back, it finds the lock free with its own entry still first in line: that entry ended,
+        // so b:, live behind it, is offered the lock and gone: goes to the back.
+        assert_eq!(
+            acquire(&mut c, "gone:", 5_000).await[0],
+            0,
+            "no longer first"
+        );
+        assert!(
+            server.cli(&["GET", LOCK]).starts_with("b:"),
+            "offered to b:"
+        );
+        assert_eq!(line(&server), "gone:10000");
+        // A waiter whose ended place is still in line while the lock is held also rejoins at the
+        // back, not where it was.
+        assert_eq!(acquire(&mut c, "b:", 5_000).await[0], 1, "b: claims");
+        assert_eq!(acquire(&mut c, "c:", 5_000).await[0], 0);
+        server.cli(&["ZADD", PLACES, "1", &place("gone:")]);
+        assert_eq!(acquire(&mut c, "gone:", 5_000).await[0], 0);
+        assert_eq!(line(&server), "c:10000\ngone:10000");
+    }
+
+    #[tokio::test]
+    async fn a_forced_release_offers_the_lock_to_the_first_in_line() {
         let server = RedisServer::start();
         let mut c = conn(&server).await;
         let taken = acquire(&mut c, "a:", 5_000).await;
@@ -532,6 +596,7 @@ mod tests {
                 .key(PLACES)
                 .arg(WAKE)
                 .arg(60_000)
+                .arg(WINDOW)
                 .invoke_async(&mut f)
                 .await
                 .expect("force");
@@ -541,13 +606,8 @@ mod tests {
             );
         })
         .await;
-        let [payload] = heard.as_slice() else {
-            panic!("one message: {heard:?}");
-        };
-        let fence: i64 = payload
-            .strip_prefix("b:")
-            .and_then(|f| f.parse().ok())
-            .unwrap_or_else(|| panic!("b: and its fence, not its place: {payload}"));
+        assert_eq!(heard, ["b:"], "an offer to b, first in line");
+        let fence = held_fence(&server);
         assert!(fence > taken[1]);
         assert!(server
             .cli(&["GET", LOCK])

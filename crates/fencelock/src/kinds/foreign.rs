@@ -427,7 +427,8 @@ impl Kind for ForeignGrant {
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {
         let kind = match self.family {
-            Family::Token | Family::PythonRedisLock => RenewKind::Value,
+            // Their extend matches the value exactly; so does their renewal.
+            Family::Token | Family::PythonRedisLock => RenewKind::ExactValue,
             Family::Redisson => RenewKind::HashField,
         };
         vec![Renewal {

@@ -4,9 +4,9 @@
 //!   forms); released, the name's last fence;
 //! - `<prefix>{<name>}:mutex-waiters`: the waiters' places (each a token, the lease it asks for
 //!   and its label) -> when the place ends;
-//! - a release that grants the lock to a waiter says so on that waiter's client's own channel,
-//!   `<prefix>{<name>}:wake:<client tag>`; one that grants nobody announces itself on
-//!   `<prefix>{<name>}:wake`.
+//! - a release that offers the lock to a waiter says so on that waiter's client's own channel,
+//!   `<prefix>{<name>}:wake:<client tag>` (and tells the waiter behind it how long the offer
+//!   lasts); one that offers it to nobody announces itself on `<prefix>{<name>}:wake`.
 //!
 //! A [`MultiMutex`](crate::MultiMutex) and a [`FairMutex`](crate::FairMutex) keep their
 //! values in the same forms, so that every kind of mutex of one name takes fences that rise.
@@ -38,7 +38,7 @@ pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
 
 static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
-static EXTEND: Lua = Lua::new(&[include_str!("mutex/extend.lua")]);
+static EXTEND: Lua = Lua::new(&[VALUE, include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
 static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
 
@@ -46,8 +46,8 @@ static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/fo
 pub(crate) const LOCK_KEY: &str = "mutex";
 /// The waiters' places: token -> when the place ends.
 pub(crate) const PLACES: &str = "mutex-waiters";
-/// Where releases that grant nobody are announced; a waiter a release grants the lock to is
-/// told on `<wake>:<client tag>`.
+/// Where releases that offer the lock to nobody are announced; a waiter a release offers the
+/// lock to is told on `<wake>:<client tag>`.
 pub(crate) const WAKE: &str = "wake";
 
 /// What inspection reads of a mutex, and its forced release.
@@ -139,7 +139,7 @@ pub struct MutexGrant {
     places_key: Vec<u8>,
     /// Where releases that grant nobody are announced: what its scripts are given.
     wake_channel: Vec<u8>,
-    /// Where this client's waiters with a place are told that a release granted them the
+    /// Where this client's waiters with a place are told that a release offered them the
     /// lock: the message is written to one client, not to every waiting one.
     waiter_channel: Vec<u8>,
     /// How long a refused waiter's place among the waiters lasts, in ms; 0 for no place
@@ -182,8 +182,11 @@ impl Mutex {
     /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
     ///
     /// While the lock is held by another owner, the caller takes a place among its waiters and
-    /// sleeps. When its turn comes, the holder's release grants it the lock and tells it, and
-    /// `lock()` returns without another request; a release that grants nobody (on RedLock,
+    /// sleeps. When its turn comes, the holder's release offers it the lock and tells it, and
+    /// `lock()` claims the offer with one request and returns (the message alone proves
+    /// nothing: a stale or relayed one costs that request, which Redis refuses); a first waiter
+    /// that cannot claim costs the next one the
+    /// [`handoff_window`](crate::ClientOptions::handoff_window). A release that offers it to nobody (on RedLock,
     /// where the masters keep no places) is announced, and the caller tries again. If a
     /// message is lost, the caller tries again after at most the client's
     /// [`wake_fallback`](crate::ClientOptions::wake_fallback), and never past the holder's
@@ -227,7 +230,7 @@ impl Mutex {
     ///     async move { mutex.lock().await.map(|guard| guard.fence()) }
     /// });
     /// let before = first.fence();
-    /// first.unlock().await?; // grants the lock to the waiter at once
+    /// first.unlock().await?; // offers the lock to the waiter, which claims it
     /// let after = waiter.await.expect("task")?;
     /// assert!(after > before);
     /// # Ok(())
@@ -273,7 +276,9 @@ impl Mutex {
     /// # Errors
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds it (a waiter a release
-    /// granted it to, too), with the time its lease still runs; otherwise as [`Mutex::lock`].
+    /// offered it to, too), with the time its lease (or the offer) still runs;
+    /// [`Error::LateGrant`](crate::Error::LateGrant) when Redis granted it but answered too late
+    /// to trust the lease (the grant is given back); otherwise as [`Mutex::lock`].
     ///
     /// # Cancel safety
     ///

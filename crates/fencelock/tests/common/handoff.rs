@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use fencelock::{Client, ClientOptions, Guard, Lease, LockOptions};
 use fencelock_testkit::process::{
-    env_parse, env_var, monotonic_nanos, say, start_barrier, Event, Workers, DONE, GO, READY,
+    env_parse, env_var, monotonic_nanos, say, start_barrier, worker_command, Event, Workers, DONE,
+    GO, READY,
 };
-use fencelock_testkit::{check_no_overlap, RedisServer};
+use fencelock_testkit::{check_no_overlap, Proxy, RedisServer};
 
 use super::{command_calls, join_within, runtime, TASKS_ENV, URL_ENV};
 
@@ -18,6 +19,10 @@ pub const WAITER: &str = "handoff::waiter";
 pub const WORKERS: &[(&str, fn())] = &[(WAITER, waiter_worker)];
 /// Which lock the waiters take: `fair` or `mutex`.
 const KIND_ENV: &str = "FENCELOCK_TEST_LOCK_KIND";
+/// How long each waiter holds the lock, in ms ([`HOLD`] when not set).
+const HOLD_ENV: &str = "FENCELOCK_TEST_HOLD_MS";
+/// What a waiter says as it takes the lock, before its critical section.
+const ENTERED: &str = "IN";
 const LOCK: &str = "turns";
 
 const STARTUP_LIMIT: Duration = Duration::from_secs(30);
@@ -25,7 +30,7 @@ const WORKLOAD_LIMIT: Duration = Duration::from_secs(30);
 /// Long enough that no waiter retries on its timer during a scenario: every script call
 /// counted belongs to a hand-off.
 const WAKE_FALLBACK: Duration = Duration::from_secs(20);
-/// How long each worker holds the lock.
+/// How long each worker holds the lock, unless told otherwise.
 const HOLD: Duration = Duration::from_millis(5);
 
 /// The lock the waiters queue for.
@@ -114,21 +119,52 @@ pub fn one_wake_up_per_hand_off(kind: Kind) {
     );
 }
 
-/// How long a release may take to reach the next live waiter when the one at the head of the
-/// line was killed: the release must skip it in the same call, not wait for its place to end.
-const PAST_A_DEAD_WAITER: Duration = Duration::from_millis(50);
+/// How the waiter first in line fails to claim the lock a release offers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stuck {
+    /// Killed with SIGKILL: its connections close.
+    Killed,
+    /// Killed, while a pattern subscriber (`PSUBSCRIBE *`) makes every `PUBLISH` count a
+    /// listener: its channel still seems heard.
+    KilledBehindATap,
+    /// Frozen with SIGSTOP (a GC or VM pause, a debugger): its connections stay open, and the
+    /// offer's message waits in its socket. It is resumed while the next waiter holds the
+    /// lock, and must not take the stale offer for a grant.
+    Frozen,
+    /// Cut off with its connections still open (half-open, behind a proxy that forwards
+    /// nothing); healed while the next waiter holds the lock.
+    HalfOpen,
+}
 
-/// Two waiting processes, one behind the other; the one at the head is killed with SIGKILL.
-/// The release must hand the lock to the live one at once: the dead one's place would last
-/// three wake fallbacks (a minute here) and its lease 30 s.
-pub fn a_killed_head_waiter_is_skipped(kind: Kind) {
+/// What the next live waiter may wait, from the release, behind a first waiter that cannot
+/// claim: the handoff window (200 ms by default) and then some, far below the first waiter's
+/// 30 s lease, which is what the lock would sit idle for if the offer were a grant. The bench
+/// measures the figure itself (`fencelock-bench takeover`).
+const BEHIND_A_STUCK_WAITER: Duration = Duration::from_secs(1);
+
+/// How long the live waiter holds the lock in [`a_stuck_head_waiter_costs_the_next_the_window`]:
+/// long enough that the stuck one comes back while it holds.
+const LIVE_HOLD: Duration = Duration::from_millis(1000);
+
+/// Two waiting processes, one behind the other; the one first in line is `stuck`. The live one
+/// must hold the lock within [`BEHIND_A_STUCK_WAITER`] of the release, and, when the stuck one
+/// comes back (frozen, half-open) while the live one holds, the two must never hold at once.
+pub fn a_stuck_head_waiter_costs_the_next_the_window(kind: Kind, stuck: Stuck) {
     let server = RedisServer::start();
-    let envs = [
-        (URL_ENV, server.url()),
-        (TASKS_ENV, "1".to_owned()),
-        (KIND_ENV, kind.code().to_owned()),
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into());
+    let env = |url: String, hold: Duration| {
+        [
+            (URL_ENV, url),
+            (TASKS_ENV, "1".to_owned()),
+            (KIND_ENV, kind.code().to_owned()),
+            (HOLD_ENV, hold.as_millis().to_string()),
+        ]
+    };
+    let commands = [
+        worker_command(WAITER, &env(proxy.url(), HOLD)),
+        worker_command(WAITER, &env(server.url(), LIVE_HOLD)),
     ];
-    let mut workers = Workers::spawn(WAITER, 2, &envs);
+    let mut workers = Workers::spawn_commands(WAITER, commands);
     workers.expect_from_all(READY, Instant::now() + STARTUP_LIMIT);
     let runtime = runtime();
     let guard = runtime.block_on(async {
@@ -140,50 +176,97 @@ pub fn a_killed_head_waiter_is_skipped(kind: Kind) {
     for i in 0..2 {
         workers.send(i, GO);
         line_reaches(kind, &server, i + 1);
+        // Its attempt after subscribing renews its place: let it pass before the next.
+        calls_settle(&server);
     }
-    calls_settle(&server);
     let listening = listening_channels(&server);
-    workers.kill(0);
-    let deadline = Instant::now() + STARTUP_LIMIT;
-    while listening_channels(&server) >= listening {
-        assert!(
-            Instant::now() < deadline,
-            "the killed waiter's connection stays open"
-        );
-        std::thread::sleep(Duration::from_millis(5));
+    let _tap = runtime.block_on(async {
+        if stuck != Stuck::KilledBehindATap {
+            return None;
+        }
+        let tap = redis::Client::open(server.url().as_str()).expect("url");
+        let mut tap = tap.get_async_pubsub().await.expect("pubsub");
+        tap.psubscribe("*").await.expect("psubscribe");
+        Some(tap)
+    });
+    match stuck {
+        Stuck::Killed | Stuck::KilledBehindATap => {
+            workers.kill(0);
+            let deadline = Instant::now() + STARTUP_LIMIT;
+            while listening_channels(&server) >= listening {
+                assert!(
+                    Instant::now() < deadline,
+                    "the killed waiter's connection stays open"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Stuck::Frozen => workers.pause(0),
+        Stuck::HalfOpen => proxy.set_cut(true),
     }
     assert_eq!(
         line_len(kind, &server),
         2,
-        "the dead waiter keeps its place"
+        "the stuck waiter keeps its place"
     );
 
     runtime
         .block_on(guard.unlock())
         .expect("unlock: the lock was held all along");
     let released = monotonic_nanos();
+    let comes_back = matches!(stuck, Stuck::Frozen | Stuck::HalfOpen);
     let mut sections = Vec::new();
+    let mut done = [!comes_back, false];
     let deadline = Instant::now() + WORKLOAD_LIMIT;
-    loop {
+    while !done.iter().all(|d| *d) {
         match workers.next_event(deadline) {
-            Event::Line(1, line) if line == DONE => break,
+            Event::Line(i, line) if line == DONE => done[i] = true,
+            Event::Line(1, line) if line == ENTERED => {
+                // The live waiter holds the lock: the stuck one comes back now, its offer's
+                // message waiting for it.
+                match stuck {
+                    Stuck::Frozen => workers.resume(0),
+                    Stuck::HalfOpen => proxy.set_cut(false),
+                    Stuck::Killed | Stuck::KilledBehindATap => {}
+                }
+            }
+            Event::Line(_, line) if line == ENTERED => {}
             Event::Line(i, line) => sections.push(parse_section(i, &line)),
-            // The killed waiter's output closes; the live one must go on.
-            Event::Closed(0) => {}
+            // A killed waiter's output closes; the live one must go on.
+            Event::Closed(0) if !comes_back => {}
+            Event::Closed(i) if done[i] => {}
             Event::Closed(i) => panic!("waiter {i} closed its output before {DONE:?}"),
         }
     }
-    workers.reap_killed(0, Instant::now() + STARTUP_LIMIT);
+    if comes_back {
+        let status = workers.reap(0, Instant::now() + STARTUP_LIMIT);
+        assert!(
+            status.success(),
+            "the stuck waiter failed once back: {status}"
+        );
+    } else {
+        workers.reap_killed(0, Instant::now() + STARTUP_LIMIT);
+    }
     let live = workers.reap(1, Instant::now() + STARTUP_LIMIT);
     assert!(live.success(), "the live waiter failed: {live}");
-    let [section] = sections.as_slice() else {
-        panic!("only the live waiter has a turn, not {}", sections.len());
-    };
-    let after = Duration::from_nanos(section.enter.saturating_sub(released));
-    println!("    {kind:?}: release returned → the live waiter holds it: {after:?}");
+    let live_section = sections
+        .iter()
+        .find(|s| s.worker == 1)
+        .expect("the live waiter had its turn");
+    let after = Duration::from_nanos(live_section.enter.saturating_sub(released));
+    println!("    {kind:?}, {stuck:?}: release returned → the live waiter holds it: {after:?}");
     assert!(
-        after < PAST_A_DEAD_WAITER,
-        "the live waiter got the {kind:?} lock {after:?} after the release, behind a dead one"
+        after < BEHIND_A_STUCK_WAITER,
+        "the live waiter got the {kind:?} lock {after:?} after the release, behind a {stuck:?} one"
+    );
+    let mut intervals: Vec<(u64, u64)> = sections.iter().map(|s| (s.enter, s.exit)).collect();
+    if let Err(overlap) = check_no_overlap(&mut intervals) {
+        panic!("{kind:?}, {stuck:?}: two holders at once: {overlap}");
+    }
+    assert_eq!(
+        sections.len(),
+        if comes_back { 2 } else { 1 },
+        "each waiter still alive had one turn"
     );
 }
 
@@ -279,7 +362,9 @@ pub fn run_line(
     let mut sections = Vec::with_capacity(waiters);
     // Every worker must report its turns and then `DONE`.
     workers.collect_until(DONE, deadline, |i, line| {
-        sections.push(parse_section(i, &line));
+        if line != ENTERED {
+            sections.push(parse_section(i, &line));
+        }
     });
     let elapsed = started.elapsed();
     workers.reap_all_successful(deadline);
@@ -358,12 +443,16 @@ fn parse_section(worker: usize, line: &str) -> Section {
 // ---------------------------------------------------------------------------------------------
 
 /// Connects, reports `READY`, waits for `GO`, then runs `TASKS_ENV` tasks that each wait for
-/// the lock once, hold the lock briefly and print their turn as `T ENTER EXIT` (monotonic
-/// nanoseconds); then prints `DONE`.
+/// the lock once, say [`ENTERED`] as they take it, hold it briefly (`HOLD_ENV` ms) and print
+/// their turn as `T ENTER EXIT` (monotonic nanoseconds); then prints `DONE`.
 pub fn waiter_worker() {
     let url = env_var(URL_ENV);
     let tasks: usize = env_parse(TASKS_ENV);
     let kind = Kind::from_env();
+    let hold = std::env::var(HOLD_ENV)
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(HOLD, Duration::from_millis);
     let runtime = runtime();
     let client = runtime.block_on(async {
         Client::connect_with_options(url.as_str(), client_options())
@@ -378,7 +467,8 @@ pub fn waiter_worker() {
             set.spawn(async move {
                 let guard = kind.lock(&client, LOCK).await;
                 let enter = monotonic_nanos();
-                tokio::time::sleep(HOLD).await;
+                say(ENTERED);
+                tokio::time::sleep(hold).await;
                 let exit = monotonic_nanos();
                 guard
                     .unlock()

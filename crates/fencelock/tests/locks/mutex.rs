@@ -527,11 +527,11 @@ async fn a_client_that_waited_on_a_name_a_moment_ago_waits_again_with_one_attemp
         .expect("lock");
     warm.unlock().await.expect("unlock");
     // The first wait tries, subscribes (to its client's channel of the name, and to the
-    // name's) and tries again; the holder's release, the third call, grants it the lock,
-    // which the wait takes with no request of its own.
-    assert_eq!(one_wait(&server, &holder, &waiter).await, (3, 2));
+    // name's) and tries again; the holder's release, the third call, offers it the lock,
+    // which the wait claims with a fourth.
+    assert_eq!(one_wait(&server, &holder, &waiter).await, (4, 2));
     // The subscription outlived the wait: the next one tries once before the release.
-    assert_eq!(one_wait(&server, &holder, &waiter).await, (2, 0));
+    assert_eq!(one_wait(&server, &holder, &waiter).await, (3, 0));
 }
 
 #[tokio::test]
@@ -560,11 +560,19 @@ async fn a_release_names_its_woken_waiter_to_that_waiter_s_client_alone() {
         held.unlock().await.expect("unlock");
     })
     .await;
-    // Once, to one client: on that client's channel of the name, naming its waiter.
-    assert_eq!(announced.len(), 1, "{announced:?}");
-    let (channel, token) = &announced[0];
+    // The offer, once, to one client: on that client's channel of the name, naming its
+    // waiter; then the note to the next waiter, on its own client's channel, of how long the
+    // offer lasts.
+    let [(channel, token), (next_channel, note)] = announced.as_slice() else {
+        panic!("an offer and a note: {announced:?}");
+    };
     let tag = token.split('.').next().expect("a client tag");
     assert_eq!(*channel, format!("fencelock:{{one}}:wake:{tag}"), "{token}");
+    let (next, window) = note.split_once('?').expect("a token and the offer's ms");
+    assert_eq!(window, "200", "the default window");
+    let next_tag = next.split('.').next().expect("a client tag");
+    assert_ne!(next_tag, tag, "another client's waiter");
+    assert_eq!(*next_channel, format!("fencelock:{{one}}:wake:{next_tag}"));
     for task in waiting {
         task.abort();
     }

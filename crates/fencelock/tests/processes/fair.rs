@@ -7,11 +7,17 @@
 //!   processes × 6 tasks), every hand-off must cost about two script calls (the release and
 //!   the first waiter's attempt), counted by the server in `INFO commandstats`: a release that
 //!   woke more than the first waiter would add refused attempts per hand-off.
-//! - `a_killed_head_waiter_is_skipped`: the first in line is killed with SIGKILL; the release
-//!   hands the lock to the live waiter behind it within 50 ms.
+//! - `a_stuck_head_waiter_costs_the_next_the_window_*`: the first in line is killed (with and
+//!   without a pattern subscriber that makes its channel seem heard), frozen with SIGSTOP, or
+//!   cut off half-open; the release offers it its turn all the same (it may be reconnecting),
+//!   and the live waiter behind it holds the lock once the offer's window has passed, within
+//!   1 s of the release (its 30 s lease would be the failure). The frozen and
+//!   the half-open one come back while the live one holds, and must not take their stale
+//!   offer for a grant.
 
 use crate::common::handoff::{
-    a_killed_head_waiter_is_skipped, one_wake_up_per_hand_off, run_line, Arrival, Kind,
+    a_stuck_head_waiter_costs_the_next_the_window, one_wake_up_per_hand_off, run_line, Arrival,
+    Kind, Stuck,
 };
 use fencelock_testkit::RedisServer;
 
@@ -27,8 +33,20 @@ pub(crate) const SCENARIOS: &[(&str, fn())] = &[
         one_wake_up_per_hand_off_however_long_the_line,
     ),
     (
-        "fair::a_killed_head_waiter_is_skipped",
-        a_killed_head_waiter_is_skipped_by_the_release,
+        "fair::a_stuck_head_waiter_costs_the_next_the_window_killed",
+        || a_stuck_head_waiter_costs_the_next_the_window(Kind::Fair, Stuck::Killed),
+    ),
+    (
+        "fair::a_stuck_head_waiter_costs_the_next_the_window_killed_behind_a_tap",
+        || a_stuck_head_waiter_costs_the_next_the_window(Kind::Fair, Stuck::KilledBehindATap),
+    ),
+    (
+        "fair::a_stuck_head_waiter_costs_the_next_the_window_frozen",
+        || a_stuck_head_waiter_costs_the_next_the_window(Kind::Fair, Stuck::Frozen),
+    ),
+    (
+        "fair::a_stuck_head_waiter_costs_the_next_the_window_half_open",
+        || a_stuck_head_waiter_costs_the_next_the_window(Kind::Fair, Stuck::HalfOpen),
     ),
 ];
 
@@ -59,8 +77,4 @@ fn first_come_first_served_across_processes() {
 
 fn one_wake_up_per_hand_off_however_long_the_line() {
     one_wake_up_per_hand_off(Kind::Fair);
-}
-
-fn a_killed_head_waiter_is_skipped_by_the_release() {
-    a_killed_head_waiter_is_skipped(Kind::Fair);
 }

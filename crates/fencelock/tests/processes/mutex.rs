@@ -10,8 +10,12 @@
 //!   about two script calls however many wait (counted by the server in `INFO commandstats`).
 //! - `killed_holder_frees_after_lease_not_before`: a holder killed with SIGKILL keeps the lock
 //!   until its lease runs out, then a waiter gets it promptly.
-//! - `a_killed_head_waiter_is_skipped`: the waiter whose place ends first is killed with
-//!   SIGKILL; the release hands the lock to the live waiter behind it within 50 ms.
+//! - `a_stuck_head_waiter_costs_the_next_the_window_*`: the waiter whose place ends first is
+//!   killed (the release, hearing nobody listen, skips it at once), killed behind a pattern
+//!   subscriber that makes its channel seem heard, frozen with SIGSTOP, or cut off half-open;
+//!   the live waiter behind it holds the lock within 1 s of the release (its
+//!   30 s lease would be the failure). The frozen and the half-open one come back while the
+//!   live one holds, and must not take their stale offer for a grant.
 //! - `no_waiter_starves_under_sustained_contention`: 4 processes × 6 tasks take turns for
 //!   seconds, each asking again as soon as it released; no wait lasts many more hand-offs than
 //!   the mean wait.
@@ -76,8 +80,40 @@ pub(crate) const SCENARIOS: &[(&str, fn())] = &[
         killed_holder_frees_after_lease_not_before,
     ),
     (
-        "mutex::a_killed_head_waiter_is_skipped",
-        a_killed_head_waiter_is_skipped_by_the_release,
+        "mutex::a_stuck_head_waiter_costs_the_next_the_window_killed",
+        || {
+            handoff::a_stuck_head_waiter_costs_the_next_the_window(
+                handoff::Kind::Mutex,
+                handoff::Stuck::Killed,
+            )
+        },
+    ),
+    (
+        "mutex::a_stuck_head_waiter_costs_the_next_the_window_killed_behind_a_tap",
+        || {
+            handoff::a_stuck_head_waiter_costs_the_next_the_window(
+                handoff::Kind::Mutex,
+                handoff::Stuck::KilledBehindATap,
+            )
+        },
+    ),
+    (
+        "mutex::a_stuck_head_waiter_costs_the_next_the_window_frozen",
+        || {
+            handoff::a_stuck_head_waiter_costs_the_next_the_window(
+                handoff::Kind::Mutex,
+                handoff::Stuck::Frozen,
+            )
+        },
+    ),
+    (
+        "mutex::a_stuck_head_waiter_costs_the_next_the_window_half_open",
+        || {
+            handoff::a_stuck_head_waiter_costs_the_next_the_window(
+                handoff::Kind::Mutex,
+                handoff::Stuck::HalfOpen,
+            )
+        },
     ),
     (
         "mutex::no_waiter_starves_under_sustained_contention",
@@ -171,10 +207,6 @@ fn broken_lock_is_caught() {
 
 fn one_wake_up_per_hand_off_however_many_wait() {
     handoff::one_wake_up_per_hand_off(handoff::Kind::Mutex);
-}
-
-fn a_killed_head_waiter_is_skipped_by_the_release() {
-    handoff::a_killed_head_waiter_is_skipped(handoff::Kind::Mutex);
 }
 
 fn killed_holder_frees_after_lease_not_before() {

@@ -32,7 +32,15 @@ end
 -- the lock stays out of the caller's reach, for its fallback timer.
 local function refuse(wait_ms)
   if place > 0 then
-    if redis.call('ZADD', KEYS[3], clock() + place, member) == 1 then
+    local ends = tonumber(redis.call('ZSCORE', KEYS[3], member))
+    if ends and ends <= clock() then
+      -- Its place ended (it stopped trying for longer than a place lasts),
+      -- though nobody dropped it yet: it has lost its turn.
+      redis.call('ZREM', KEYS[2], member)
+      ends = nil
+    end
+    redis.call('ZADD', KEYS[3], clock() + place, member)
+    if not ends then
       -- No place yet (a newcomer, or a waiter whose place ended): the back of
       -- the line.
       local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
@@ -60,10 +68,13 @@ end
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
   if string.sub(value, 1, #token) == token then
-    -- Granted already: a retry of a grant whose reply was lost, or a release
-    -- that granted it to this waiter, whose news it has not heard yet.
-    -- Answered again, with a lease counted from now.
-    if redis.call('PTTL', KEYS[1]) < lease then
+    if is_offer(value) then
+      -- The claim of an offer a release made to this waiter (which took it
+      -- out of the line): a plain hold from now on, for its lease.
+      redis.call('SET', KEYS[1], claimed(value), 'PX', lease)
+    elseif redis.call('PTTL', KEYS[1]) < lease then
+      -- Granted already: a retry of a grant whose reply was lost, answered
+      -- again with a lease counted from now.
       redis.call('PEXPIRE', KEYS[1], lease)
     end
     return {1, tonumber(fence_text(value))}

@@ -6,7 +6,9 @@
 -- fair_line(line_key, places_key, stop): take() gives the first in line whose
 -- place has not ended, taken out of both sets; those whose place ended are
 -- dropped on the way, at most 16 per call, after which `blocked` is true. It
--- stops at `stop` (the caller's own member, or nil), which stays in line.
+-- stops at `stop` (the caller's own member, or nil), which stays in line while
+-- its place lasts: a caller whose place ended (it stopped trying for longer
+-- than a place lasts) has lost its turn, and is dropped like any other.
 -- peek() gives the first left in line, if its place has not ended. The line
 -- skips nobody for not listening: a waiter reconnecting its pub/sub connection
 -- keeps its turn, and one that never claims its offer costs the window.
@@ -17,10 +19,9 @@ local function fair_line(line_key, places_key, stop)
       local first
       if stop then
         first = redis.call('ZRANGE', line_key, 0, 0)[1]
-        if not first or first == stop then
+        if not first then
           return nil
         end
-        redis.call('ZREM', line_key, first)
       else
         first = redis.call('ZPOPMIN', line_key)[1]
         if not first then
@@ -28,8 +29,13 @@ local function fair_line(line_key, places_key, stop)
         end
       end
       local ends = tonumber(redis.call('ZSCORE', places_key, first))
+      local live = ends and ends > server_ms()
+      if first == stop and live then
+        return nil
+      end
+      redis.call('ZREM', line_key, first)
       redis.call('ZREM', places_key, first)
-      if ends and ends > server_ms() then
+      if live then
         return first
       end
     end

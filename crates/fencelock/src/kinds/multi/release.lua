@@ -26,7 +26,7 @@ for i = 1, n do
     if not is_marked(held) then
       leave_released(key, fence, memory)
     else
-      local handed, last = hand_over(key, fence, ARGV[i + 2], places_line(KEYS[n + i], nil),
+      local handed, last = hand_over(key, fence, ARGV[i + 2], places_line(KEYS[n + i], nil, true),
         window)
       if not handed then
         leave_released(key, last, memory)

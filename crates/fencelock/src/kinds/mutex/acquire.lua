@@ -43,10 +43,15 @@ end
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then
   if string.sub(value, 1, #token) == token then
-    -- Granted already: a retry of a grant whose reply was lost, or a release
-    -- that granted it to this waiter (whose news the waiter has not heard
-    -- yet). Answered again, with a lease counted from now, so that the reply
-    -- is as good as a fresh grant.
+    if is_offer(value) then
+      -- The claim of an offer a release made to this waiter (which took its
+      -- place out of the line): a plain hold from now on, for its lease.
+      redis.call('SET', KEYS[1], claimed(value), 'PX', lease)
+      return {1, tonumber(fence_text(value))}
+    end
+    -- Granted already: a retry of a grant whose reply was lost. Answered
+    -- again, with a lease counted from now, so that the reply is as good as a
+    -- fresh grant.
     if redis.call('PTTL', KEYS[1]) < lease then
       redis.call('PEXPIRE', KEYS[1], lease)
     end

@@ -8,7 +8,7 @@ local memory = tonumber(ARGV[2])
 local value, pttl = take_value(KEYS[1], memory)
 if value then
   local fence = fence_text(value)
-  local handed, last = hand_over(KEYS[1], fence, ARGV[1], places_line(KEYS[2], nil),
+  local handed, last = hand_over(KEYS[1], fence, ARGV[1], places_line(KEYS[2], nil, false),
     tonumber(ARGV[3]))
   if not handed then
     if last ~= fence then

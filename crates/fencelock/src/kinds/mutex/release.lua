@@ -12,7 +12,7 @@
 local token = ARGV[1]
 local memory = tonumber(ARGV[3])
 local window = tonumber(ARGV[5])
-local line = places_line(KEYS[2], ARGV[4])
+local line = places_line(KEYS[2], ARGV[4], false)
 
 local value = redis.call('GET', KEYS[1])
 if value and not is_released(value) then

@@ -41,8 +41,15 @@ async fn acquire_waiting(
         .expect("acquire")
 }
 
+/// How long the tests' releases offer the lock to the next waiter, in ms.
+const WINDOW: u64 = 1_000;
+
 /// A release by `token`, whose own place (if it has one) asked for a lease of 10 s.
 async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
+    try_release(c, token).await.expect("release")
+}
+
+async fn try_release(c: &mut MultiplexedConnection, token: &str) -> redis::RedisResult<i64> {
     RELEASE
         .plain()
         .key(LOCK)
@@ -51,9 +58,18 @@ async fn release(c: &mut MultiplexedConnection, token: &str) -> i64 {
         .arg(WAKE)
         .arg(60_000)
         .arg(place(token, 10_000))
+        .arg(WINDOW)
         .invoke_async::<i64>(c)
         .await
-        .expect("release")
+}
+
+/// The fence a held value carries.
+fn fence_of(value: &str) -> i64 {
+    value
+        .split(':')
+        .nth(1)
+        .and_then(|f| f.trim_end_matches(['+', '?']).parse().ok())
+        .unwrap_or_else(|| panic!("a held value with a fence: {value}"))
 }
 
 /// A waiter's place member, as the scripts store it.
@@ -187,7 +203,7 @@ async fn release_and_extend_check_the_owner() {
 }
 
 #[tokio::test]
-async fn a_release_grants_the_lock_to_the_waiter_whose_place_ends_first() {
+async fn a_release_offers_the_lock_to_the_waiter_whose_place_ends_first_and_warns_the_next() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
@@ -222,40 +238,49 @@ async fn a_release_grants_the_lock_to_the_waiter_whose_place_ends_first() {
     let marked = get(&mut c, LOCK).await;
     assert!(marked.contains('+'), "refusals mark the value: {marked}");
 
-    let before: i64 = marked
-        .split(':')
-        .nth(1)
-        .and_then(|f| f.trim_end_matches('+').parse().ok())
-        .expect("a fence");
+    let before = fence_of(&marked);
     let mut r = c.clone();
     let payloads = announced(&server, async move {
         assert_eq!(release(&mut r, "a:").await, 1);
     })
     .await;
-    let [payload] = payloads.as_slice() else {
-        panic!("one message, to one waiter: {payloads:?}");
-    };
-    let fence: i64 = payload
-        .strip_prefix("b:")
-        .and_then(|f| f.parse().ok())
-        .unwrap_or_else(|| panic!("b: and its fence: {payload}"));
+    assert_eq!(
+        payloads,
+        ["b:".to_owned(), format!("c:?{WINDOW}")],
+        "b: is told it may claim the lock, and c:, behind it, how long the offer lasts"
+    );
+    let offered = get(&mut c, LOCK).await;
+    let fence = fence_of(&offered);
     assert!(fence > before, "fences rise through a hand-over");
     assert_eq!(
-        get(&mut c, LOCK).await,
-        format!("b:{fence}+:{LABEL}"),
-        "b: holds it, marked since others wait"
+        offered,
+        format!("b:{fence}+?:{LABEL}"),
+        "offered to b:, marked since others wait, and not claimed yet"
     );
     let ttl = pttl(&mut c, LOCK).await;
-    assert!(ttl > 20_000 && ttl <= 30_000, "with b:'s own lease: {ttl}");
+    assert!(
+        ttl > 0 && ttl <= i64::try_from(WINDOW).expect("ms"),
+        "an offer lasts the window, not b:'s lease: {ttl}"
+    );
     assert_eq!(
         waiters(&mut c).await,
         [place("c:", 10_000)],
-        "gone: was dropped, b: granted"
+        "gone: was dropped, b: offered the lock"
     );
-    // b:'s next attempt (its news not heard yet) answers the same grant.
+    // b: claims it: its next attempt answers the same grant, now for its lease.
     assert_eq!(
         acquire_waiting(&mut c, "b:", 30_000, 5_000, true).await,
         [1, fence]
+    );
+    let ttl = pttl(&mut c, LOCK).await;
+    assert!(
+        ttl > 20_000 && ttl <= 30_000,
+        "claimed for b:'s lease: {ttl}"
+    );
+    assert_eq!(
+        get(&mut c, LOCK).await,
+        format!("b:{fence}+:{LABEL}"),
+        "a plain hold once claimed"
     );
 
     // c: gives up while b: holds: nothing is announced.
@@ -295,10 +320,7 @@ async fn a_waiter_whose_client_is_gone_is_skipped_and_one_giving_up_hands_the_lo
         assert_eq!(release(&mut r, "a:").await, 1);
     })
     .await;
-    let [payload] = payloads.as_slice() else {
-        panic!("one grant, to the live waiter: {payloads:?}");
-    };
-    assert!(payload.starts_with("live.2:"), "{payload}");
+    assert_eq!(payloads, ["live.2:"], "one offer, to the live waiter");
     assert!(get(&mut c, LOCK).await.starts_with("live.2:"));
     assert!(waiters(&mut c).await.is_empty());
 
@@ -327,9 +349,136 @@ async fn a_waiter_whose_client_is_gone_is_skipped_and_one_giving_up_hands_the_lo
         assert_eq!(release(&mut r, "x:").await, 0, "x: gives up, the lock free");
     })
     .await;
-    assert_eq!(payloads.len(), 1, "{payloads:?}");
-    assert!(payloads[0].starts_with("y:"), "{payloads:?}");
+    assert_eq!(payloads, ["y:"]);
     assert!(get(&mut c, LOCK).await.starts_with("y:"));
+}
+
+#[tokio::test]
+async fn an_offer_nobody_claims_ends_with_the_window_and_the_next_attempt_takes_the_lock() {
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+    for waiter in ["frozen:", "next:"] {
+        assert_eq!(
+            acquire_waiting(&mut c, waiter, 600_000, 5_000, false).await[0],
+            0
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let mut r = c.clone();
+    let payloads = announced(&server, async move {
+        assert_eq!(release(&mut r, "a:").await, 1);
+    })
+    .await;
+    assert_eq!(payloads, ["frozen:".to_owned(), format!("next:?{WINDOW}")]);
+    let offered = fence_of(&get(&mut c, LOCK).await);
+    // `frozen:` never claims: its ten-minute lease is never given, the offer ends.
+    redis::cmd("PEXPIRE")
+        .arg(LOCK)
+        .arg(1)
+        .exec_async(&mut c)
+        .await
+        .expect("pexpire");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let taken = acquire_waiting(&mut c, "next:", 600_000, 5_000, true).await;
+    assert_eq!(taken[0], 1, "the waiter told of the offer takes the lock");
+    assert!(taken[1] > offered, "with a higher fence");
+    assert_eq!(
+        acquire_waiting(&mut c, "frozen:", 600_000, 5_000, true).await[0],
+        0,
+        "a claim after the offer ended is refused: the message proved nothing"
+    );
+}
+
+#[tokio::test]
+async fn an_offer_is_not_extended_before_its_waiter_claims_it() {
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, false).await[0],
+        0
+    );
+    // Heard, so offered.
+    let mut r = c.clone();
+    let payloads = announced(&server, async move {
+        assert_eq!(release(&mut r, "a:").await, 1);
+    })
+    .await;
+    assert_eq!(payloads, ["b:"]);
+    let extender = c.clone();
+    let extend = |token: &'static str| {
+        let mut c = extender.clone();
+        async move {
+            EXTEND
+                .plain()
+                .key(LOCK)
+                .arg(token)
+                .arg(600_000)
+                .invoke_async::<i64>(&mut c)
+                .await
+                .expect("extend")
+        }
+    };
+    // A renewal of b:'s token still on its way from an earlier hold must not make an offer
+    // nobody may claim last ten minutes.
+    assert_eq!(extend("b:").await, 0, "offered, not held: not extended");
+    assert_eq!(extend("x:").await, -1, "another owner's");
+    assert!(pttl(&mut c, LOCK).await <= i64::try_from(WINDOW).expect("ms"));
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 30_000, 5_000, true).await[0],
+        1,
+        "claimed"
+    );
+    assert_eq!(extend("b:").await, 1, "held once claimed");
+    assert!(pttl(&mut c, LOCK).await > 30_000);
+}
+
+#[tokio::test]
+async fn a_place_whose_lease_is_out_of_range_is_dropped_and_the_release_still_succeeds() {
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    assert_eq!(acquire(&mut c, "a:", 10_000).await[0], 1);
+    assert_eq!(
+        acquire_waiting(&mut c, "b:", 10_000, 5_000, false).await[0],
+        0
+    );
+    // Ahead of b:, places that ask for no lease and for more than any lease, as a member
+    // written by hand or by another version might.
+    for (score, member) in [(1, "zero:0"), (2, "huge:99999999999999999999")] {
+        redis::cmd("ZADD")
+            .arg(WAITERS)
+            .arg(4_000_000_000_000_i64 + score)
+            .arg(member)
+            .exec_async(&mut c)
+            .await
+            .expect("zadd");
+    }
+    // b:'s place scored last, so the malformed ones come first.
+    redis::cmd("ZADD")
+        .arg(WAITERS)
+        .arg(4_000_000_000_010_i64)
+        .arg(place("b:", 10_000))
+        .exec_async(&mut c)
+        .await
+        .expect("zadd");
+    let mut r = c.clone();
+    let payloads = announced(&server, async move {
+        assert_eq!(
+            try_release(&mut r, "a:")
+                .await
+                .expect("no error from a malformed place"),
+            1
+        );
+    })
+    .await;
+    assert_eq!(
+        payloads,
+        ["b:"],
+        "the malformed places are dropped unannounced"
+    );
+    assert!(get(&mut c, LOCK).await.starts_with("b:"));
+    assert!(waiters(&mut c).await.is_empty());
 }
 
 async fn get(c: &mut MultiplexedConnection, key: &str) -> String {

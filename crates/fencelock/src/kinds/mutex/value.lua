@@ -4,14 +4,18 @@
 --   held      token .. fence [.. '+'] [.. ':' .. label]
 --             '+' marks that a refused attempt waits, so that a release of a
 --             value without it skips the waiters' bookkeeping
+--   offered   token .. fence .. '+?' [.. ':' .. label]
+--             written by a release for the waiter with that token, which has
+--             not claimed it yet (hand_over below): held by that waiter, but
+--             not renewed or extended until its claim makes it a plain hold
 --   released  '~' .. fence
 --             the name's last fence, kept for the fence memory after a release
 --             so that the next grant's fence is higher without a second key
 -- A waiter's place (a member of the places' sorted set, scored by when the
 -- place ends) is its token, the lease it asks for and its label:
 --   place     token .. lease_ms [.. ':' .. label]
--- so that a release can grant the lock to it, with its own lease and label,
--- in the same call.
+-- so that a release can offer the lock to it, with its own label, in the same
+-- call.
 -- Tokens end with ':' and never start with '~', so comparing a value's prefix
 -- with a token never matches a released value or a longer token; labels hold
 -- no ':'.
@@ -35,15 +39,28 @@ local function is_marked(value)
   return string.match(value, '^[^:]*:%d+%+') ~= nil
 end
 
+-- Whether a held value is an offer its waiter has not claimed yet.
+local function is_offer(value)
+  return string.match(value, '^[^:]*:%d+%+%?') ~= nil
+end
+
+-- An offered value as its waiter holds it once claimed.
+local function claimed(value)
+  return (string.gsub(value, '^([^:]*:%d+%+)%?', '%1', 1))
+end
+
 -- A held value with the mark that someone waits.
 local function marked(value)
   return (string.gsub(value, '^([^:]*:%d+)', '%1+', 1))
 end
 
-local function held_value(token, fence, waited, label)
+local function held_value(token, fence, waited, label, offered)
   local value = token .. fence
   if waited then
     value = value .. '+'
+  end
+  if offered then
+    value = value .. '?'
   end
   if label ~= '' then
     value = value .. ':' .. label
@@ -78,10 +95,14 @@ local function server_ms()
 end
 
 -- A release hands the lock over by an offer, not a grant for the waiter's
--- lease: the waiter's held value, written with an expiry of the handoff window
--- (or the waiter's lease, if shorter). The waiter claims it by asking again with
--- its token: acquire.lua finds its own token and makes the expiry its lease,
--- and the waiter's guard counts its validity from that claim's send. The
+-- lease: the waiter's value, marked offered, written with an expiry of the
+-- handoff window (or the waiter's lease, if shorter). The waiter claims it by
+-- asking again with its token: acquire.lua finds its own token and makes the
+-- value a plain hold for its lease, and the waiter's guard counts its validity
+-- from that claim's send. Until then no renewal or extension lengthens it: a
+-- renewal of the same token still on its way from a hold that ended (a place
+-- left behind by a reply that was lost) cannot turn an offer nobody claims
+-- into a lease. The
 -- message that tells the waiter is a wake-up and never proof: a stale one, a
 -- duplicate or one a replica passed on costs the waiter one request, which
 -- Redis answers by what it holds. An offer nobody claims (the waiter's process
@@ -120,7 +141,7 @@ local function hand_over(key, fence, wake, line, window)
       local _, text = fence_after(fence and tonumber(fence))
       fence = text
       local offer = math.min(lease, window)
-      redis.call('SET', key, held_value(waiter, text, true, label), 'PX', offer)
+      redis.call('SET', key, held_value(waiter, text, true, label, true), 'PX', offer)
       if redis.call(PUBLISH, channel_of(wake, waiter), waiter) > 0 or not line.skip_unheard then
         local after = line.peek()
         local behind = after and place_of(after)
@@ -136,12 +157,15 @@ end
 
 -- The line of a Mutex's places (a sorted set, each place scored by when it
 -- ends): the waiter whose place ends first, dropping places that have ended and
--- the place `except` (the caller's own, or nil), at most 16 per candidate.
-local function places_line(places, except)
+-- the place `except` (the caller's own, or nil), at most 16 per candidate. A key
+-- of another type is an error, or, when `tolerant` (a multi-lock's release,
+-- which must still release its other names), no line.
+local function places_line(places, except, tolerant)
+  local call = tolerant and redis.pcall or redis.call
   return {
     take = function()
       for _ = 1, 16 do
-        local first = redis.pcall('ZPOPMIN', places)
+        local first = call('ZPOPMIN', places)
         if type(first) ~= 'table' or #first == 0 then
           return nil
         end
@@ -151,7 +175,7 @@ local function places_line(places, except)
       end
     end,
     peek = function()
-      local firsts = redis.pcall('ZRANGE', places, 0, 2, 'WITHSCORES')
+      local firsts = call('ZRANGE', places, 0, 2, 'WITHSCORES')
       if type(firsts) ~= 'table' then
         return nil
       end
