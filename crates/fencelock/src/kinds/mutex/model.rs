@@ -7,9 +7,10 @@
 //! client processes with one waiting task each, every one calling `lock()` a few times.
 //!
 //! - **Redis** runs one script at a time, atomically ([`scripts`]): `kinds/mutex/acquire.lua`,
-//!   `release.lua`, `extend.lua` and `value.lua`'s `hand_over` and `places_line`;
-//!   `kinds/fair/acquire.lua`, `release.lua` and `line.lua`. Each function follows its file,
-//!   so that a reader can hold one against the other.
+//!   `release.lua`, `extend.lua` (the keeper's `core/renew_batch.lua` renews the same values
+//!   alike) and `value.lua`'s forms of a value (an offer marked `+?` until claimed),
+//!   `hand_over` and `places_line`; `kinds/fair/acquire.lua`, `release.lua` and `line.lua`.
+//!   Each function follows its file, so that a reader can hold one against the other.
 //! - **A client** ([`step`]) follows `core/grant.rs` (`wait_for_grant`, `Attempt::send`),
 //!   `core/nodes.rs` (a grant answered after `valid_until(send)` is a late grant, given back in
 //!   the background, the attempt going on with a new token), `core/notify.rs` (a message is a
@@ -64,26 +65,32 @@
 //! `<token><fence>`, which the waiter takes as its grant, its validity counted from its last
 //! refusal) breaks (a); `GrantForLease` (an offer written for the whole lease) breaks (b) when
 //! the waiter offered is paused, crashed or only counted by a pattern subscription;
-//! `FairSkipsUnheard` (the fair line skips a waiter whose client heard nothing) breaks (c). The
-//! tests show the checker finds each, with the trace, in a run the fixed protocol passes.
+//! `FairSkipsUnheard` (the fair line skips a waiter whose client heard nothing) breaks (c);
+//! `RenewOffers` and `FairKeepsEndedTurn` (the scripts before the two fixes below) break (b)
+//! and (c). The tests show the checker finds each, with the trace, in a run the fixed
+//! protocol passes.
 //!
-//! # Findings on the scripts as they are
+//! # What the model found in the scripts
 //!
-//! Two runs break an invariant with the fixed protocol; the tests `finding_*` show their
-//! traces:
+//! Two runs broke an invariant with the scripts as they were; the scripts were changed, and
+//! each run is now a test the scripts pass and a broken variant fails:
 //!
 //! - (b) A resend of a first acquire (`refused_before` 0) whose first run was refused leaves
 //!   the token's place behind when the resend is granted. After that holder's release (its
 //!   value unmarked: no hand-over, so the place stays), a release of another token on the
 //!   free lock offers the lock to that stale place, and the holder's renewal, sent before its
-//!   release but run after it, lengthens the offer to a whole lease: `extend.lua` (and
-//!   `renew_batch.lua`) renew any value that starts with the token, claimed or not.
-//! - (c) A FairMutex waiter whose place ended while its entry is still in line keeps its turn:
-//!   `fair/acquire.lua` grants it a free lock it finds itself first in line for (`take()`
-//!   stops at the caller's own member, ended or not), and a refusal's `ZADD` answers 0 for an
-//!   entry still there, so it stays where it was, although the comment there says such a
-//!   waiter goes to the back. A waiter paused (or cut off) for longer than a place is served
-//!   before live waiters that arrived after its first arrival.
+//!   release but run after it, lengthened the offer to a whole lease: `extend.lua` and
+//!   `renew_batch.lua` renewed any value that starts with the token. An offer is now marked
+//!   `+?` (`value.lua`) until its waiter's own acquire claims it (`SET` of the value without
+//!   the `?`, for its lease), and neither script renews it (`RenewOffers` does). The stale
+//!   place may still be offered the lock: that costs the window, as any waiter that cannot
+//!   claim does.
+//! - (c) A FairMutex waiter whose place ended while its entry was still in line kept its
+//!   turn: `fair/acquire.lua` granted it a free lock it found itself first in line for
+//!   (`take()` stopped at the caller's own member, ended or not), and a refusal's `ZADD` left
+//!   an entry still there where it was. Now `take()` drops the caller's own ended entry like
+//!   any other, and a refusal whose place had ended (`ZSCORE`) takes the entry out of the line
+//!   and joins at the back (`FairKeepsEndedTurn` keeps the old way).
 //!
 //! # Running it
 //!
@@ -249,16 +256,31 @@ fn timely_runs() -> [(&'static str, Config); 4] {
     ]
 }
 
-#[test]
-fn finding_a_renewal_run_after_its_release_stretches_an_offer_to_a_stale_place() {
+/// The run that found a renewal lengthening an offer to a stale place: a resend of a first
+/// acquire refused leaves the token's place behind when the resend is granted; another
+/// token's release on the free lock offers the lock to that place, and the holder's renewal,
+/// sent before its own release but run after it, meets the offer.
+fn renewal_after_release() -> (&'static str, Config) {
     let config = Config::new(Lock::Mutex, 2, 1).faults(Faults {
         resend: 1,
         renew: 1,
         ..faults()
     });
+    ("mutex, 2 clients, resend, renew", config)
+}
+
+#[test]
+fn a_renewal_run_after_its_release_leaves_an_offer_to_a_stale_place_its_window() {
+    let (name, config) = renewal_after_release();
+    holds(name, config, &Invariant::ALL);
+}
+
+#[test]
+fn renewing_offers_stretches_one_to_a_stale_place() {
+    let (name, config) = renewal_after_release();
     let found = breaks(
-        "mutex, 2 clients, resend, renew",
-        config,
+        name,
+        config.variant(Variant::RenewOffers),
         Invariant::OfferWithinWindow,
     );
     let renewed_last = found
@@ -270,15 +292,28 @@ fn finding_a_renewal_run_after_its_release_stretches_an_offer_to_a_stale_place()
     assert_eq!(renewed_last, Some(scripts::Script::Extend));
 }
 
-#[test]
-fn finding_a_fair_waiter_whose_place_ended_keeps_its_turn() {
+/// The run that found a FairMutex waiter keeping its turn after its place ended: paused for
+/// longer than a place, it comes back to a free lock with its entry first in line.
+fn paused_past_a_place() -> (&'static str, Config) {
     let config = Config::new(Lock::Fair, 3, 1).timely().faults(Faults {
         freeze: 1,
         ..faults()
     });
+    ("fair, 3 clients, timely, a pause", config)
+}
+
+#[test]
+fn a_fair_waiter_whose_place_ended_loses_its_turn() {
+    let (name, config) = paused_past_a_place();
+    holds(name, config, &Invariant::ALL);
+}
+
+#[test]
+fn a_fair_line_that_keeps_an_ended_turn_passes_a_live_waiter() {
+    let (name, config) = paused_past_a_place();
     breaks(
-        "fair, 3 clients, timely, a pause",
-        config,
+        name,
+        config.variant(Variant::FairKeepsEndedTurn),
         Invariant::FairOrder,
     );
 }

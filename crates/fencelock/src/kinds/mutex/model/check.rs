@@ -246,12 +246,11 @@ fn summary(state: &State, config: &Config) -> String {
         Value::Absent => "absent".to_owned(),
         Value::Released => "~fence".to_owned(),
         Value::Held(h) => format!(
-            "{}{}{} ttl {}{}",
+            "{}<fence>{}{} ttl {}",
             h.holder,
-            "<fence>",
             if h.marked { "+" } else { "" },
+            if h.offered { "?" } else { "" },
             h.ttl,
-            if h.claimed { "" } else { " (offer)" }
         ),
     };
     let places: Vec<String> = state

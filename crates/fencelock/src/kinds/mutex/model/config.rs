@@ -26,6 +26,14 @@ pub(crate) enum Variant {
     GrantForLease,
     /// The fair line skips a waiter whose client heard nothing, as a Mutex's does.
     FairSkipsUnheard,
+    /// A renewal or an extension of a token lengthens the lock's value whenever it starts with
+    /// the token, an offer its waiter has not claimed included (the scripts before offers
+    /// were marked).
+    RenewOffers,
+    /// A FairMutex waiter whose place ended keeps its turn while its entry is still in line:
+    /// the line stops at the caller's own entry, ended or not, and a refusal keeps the entry
+    /// where it is (the scripts before an ended place lost its turn).
+    FairKeepsEndedTurn,
 }
 
 /// Lengths of time, in ticks. A tick is the model's unit of time: every expiry and every timer
@@ -166,8 +174,27 @@ impl Config {
     /// How long a release writes a waiter's value for.
     pub(crate) fn handed_ttl(&self) -> u8 {
         match self.variant {
-            Variant::Fixed | Variant::FairSkipsUnheard => self.times.offer(),
             Variant::TrustAnnouncedGrant | Variant::GrantForLease => self.times.lease,
+            Variant::Fixed
+            | Variant::FairSkipsUnheard
+            | Variant::RenewOffers
+            | Variant::FairKeepsEndedTurn => self.times.offer(),
         }
+    }
+
+    /// Whether a release's handoff writes an offer (`+?`) to be claimed, rather than the old
+    /// handoff's grant.
+    pub(crate) fn hands_over_offers(&self) -> bool {
+        self.variant != Variant::TrustAnnouncedGrant
+    }
+
+    /// Whether a renewal or an extension lengthens an offer its waiter has not claimed.
+    pub(crate) fn renews_offers(&self) -> bool {
+        self.variant == Variant::RenewOffers
+    }
+
+    /// Whether a FairMutex waiter whose place ended keeps its turn.
+    pub(crate) fn keeps_ended_turn(&self) -> bool {
+        self.variant == Variant::FairKeepsEndedTurn
     }
 }

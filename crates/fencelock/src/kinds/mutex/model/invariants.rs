@@ -34,7 +34,7 @@ impl Invariant {
         match self {
             Invariant::BackedHolder => unbacked_holder(state, config),
             Invariant::OfferWithinWindow => match state.server.value {
-                Value::Held(hold) if !hold.claimed && hold.unclaimed_for >= config.times.window => {
+                Value::Held(hold) if hold.offered && hold.unclaimed_for >= config.times.window => {
                     Some(format!(
                         "an offer to {} stayed unclaimed for {} ticks, the window is {}",
                         hold.holder, hold.unclaimed_for, config.times.window

@@ -137,8 +137,12 @@ impl<'a> Redis<'a> {
     /// `kinds/mutex/acquire.lua`, for a waiter (a place when refused, the value marked).
     fn mutex_acquire(&mut self, token: Token, refused_before: bool) -> Answered {
         match self.state.server.value {
-            Value::Held(hold) if hold.holder == token => {
+            Value::Held(hold) if hold.holder == token && hold.offered => {
                 self.claim();
+                Answered::Granted
+            }
+            Value::Held(hold) if hold.holder == token => {
+                self.lengthen_to_lease();
                 if refused_before {
                     self.remove_place(token);
                 }
@@ -199,7 +203,11 @@ impl<'a> Redis<'a> {
     fn fair_acquire(&mut self, token: Token) -> Answered {
         match self.state.server.value {
             Value::Held(hold) if hold.holder == token => {
-                self.claim();
+                if hold.offered {
+                    self.claim();
+                } else {
+                    self.lengthen_to_lease();
+                }
                 Answered::Granted
             }
             Value::Held(hold) => {
@@ -247,10 +255,15 @@ impl<'a> Redis<'a> {
         }
     }
 
-    /// `kinds/mutex/extend.lua`, to the lease.
+    /// `kinds/mutex/extend.lua`, to the lease (and `core/renew_batch.lua`'s kind `v`, which
+    /// renews the same values).
     fn extend(&mut self, token: Token) -> Answered {
         let lease = self.config.times.lease;
+        let renews_offers = self.config.renews_offers();
         match &mut self.state.server.value {
+            Value::Held(hold) if hold.holder == token && hold.offered && !renews_offers => {
+                Answered::Code(0)
+            }
             Value::Held(hold) if hold.holder == token => {
                 hold.ttl = hold.ttl.max(lease);
                 Answered::Code(1)
@@ -260,13 +273,23 @@ impl<'a> Redis<'a> {
         }
     }
 
-    /// The holder's own acquire found its token: the expiry made at least the lease.
+    /// The claim of an offer by its waiter's own acquire: `SET key claimed(value) PX lease`,
+    /// a plain hold from now on.
     fn claim(&mut self) {
         let lease = self.config.times.lease;
         if let Value::Held(hold) = &mut self.state.server.value {
-            hold.ttl = hold.ttl.max(lease);
-            hold.claimed = true;
+            hold.ttl = lease;
+            hold.offered = false;
             hold.unclaimed_for = 0;
+        }
+        self.state.ghost.standby = None;
+    }
+
+    /// A grant asked for again (its reply lost): `PEXPIRE key lease` when it has less left.
+    fn lengthen_to_lease(&mut self) {
+        let lease = self.config.times.lease;
+        if let Value::Held(hold) = &mut self.state.server.value {
+            hold.ttl = hold.ttl.max(lease);
         }
         self.state.ghost.standby = None;
     }
@@ -276,8 +299,8 @@ impl<'a> Redis<'a> {
         self.state.server.value = Value::Held(Hold {
             holder: token,
             marked,
+            offered: false,
             ttl: self.config.times.lease,
-            claimed: true,
             unclaimed_for: 0,
         });
         self.state.ghost.standby = None;
@@ -304,9 +327,8 @@ impl<'a> Redis<'a> {
             self.state.server.value = Value::Held(Hold {
                 holder: waiter,
                 marked: true,
+                offered: self.config.hands_over_offers(),
                 ttl: self.config.handed_ttl(),
-                // The old handoff was a grant, not an offer: nothing left to claim.
-                claimed: self.config.variant == Variant::TrustAnnouncedGrant,
                 unclaimed_for: 0,
             });
             let message = if self.config.variant == Variant::TrustAnnouncedGrant {
@@ -348,13 +370,16 @@ impl<'a> Redis<'a> {
         }
     }
 
-    /// `line.take()`: the next candidate, taken out of the line, or `None`.
+    /// `line.take()`: the next candidate, taken out of the line, or `None`. A fair line stops
+    /// at its caller's own entry while that place lasts; an ended one is dropped like any
+    /// other.
     fn take(&mut self, line: Line) -> Option<Token> {
+        let keeps_ended_turn = self.config.keeps_ended_turn();
         let places = &mut self.state.server.places;
         for _ in 0..CANDIDATES {
             let first = places.first()?;
             if let Line::Fair { stop: Some(stop) } = line {
-                if first.token == stop {
+                if first.token == stop && (first.is_live() || keeps_ended_turn) {
                     return None;
                 }
             }
@@ -397,13 +422,21 @@ impl<'a> Redis<'a> {
         places.insert(at, place);
     }
 
-    /// A FairMutex's refusal: a new member joins the back of the line; one already there,
-    /// even with its place ended, keeps its turn (`ZADD` answers 0 for a member it updates).
+    /// A FairMutex's refusal (`refuse()`): a member whose place lasts keeps its turn; a new
+    /// one, or one whose place ended (`ZSCORE` at most now: taken out of the line), joins the
+    /// back of the line.
     fn join_line(&mut self, token: Token) {
         let ends = self.config.times.place;
+        let keeps_ended_turn = self.config.keeps_ended_turn();
         let places = &mut self.state.server.places;
         match places.position(|p| p.token == token) {
-            Some(at) => places.as_mut_slice()[at].ends = ends,
+            Some(at) if places.as_slice()[at].is_live() || keeps_ended_turn => {
+                places.as_mut_slice()[at].ends = ends;
+            }
+            Some(at) => {
+                places.remove(at);
+                places.push(Place { token, ends });
+            }
             None => places.push(Place { token, ends }),
         }
         let arrivals = &mut self.state.ghost.arrivals;

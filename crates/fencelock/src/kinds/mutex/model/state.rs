@@ -115,18 +115,18 @@ pub(crate) enum Value {
     Held(Hold),
 }
 
-/// A held value: `token fence [+]`, and its expiry.
+/// A held value: `token fence [+[?]]`, and its expiry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Hold {
     pub(crate) holder: Token,
     /// `+`: a refused waiter was seen, so the release looks for the line.
     pub(crate) marked: bool,
+    /// `+?`: written by a release's handoff for its waiter, which has not claimed it yet
+    /// (its own acquire makes it a plain hold); never renewed or extended until then.
+    pub(crate) offered: bool,
     /// Ticks until the key expires (at least 1 while it exists).
     pub(crate) ttl: u8,
-    /// Ghost: written by the holder's own acquire (a grant, or a claim of an offer), as
-    /// opposed to a release's handoff that its waiter has not claimed yet.
-    pub(crate) claimed: bool,
-    /// Ghost: ticks since a handoff wrote it, while unclaimed.
+    /// Ghost: ticks since a handoff wrote it, while offered.
     pub(crate) unclaimed_for: u8,
 }
 

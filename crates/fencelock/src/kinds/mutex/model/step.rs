@@ -521,7 +521,7 @@ fn tick(state: &mut State, config: &Config) {
     let times = config.times;
     if let Value::Held(hold) = &mut state.server.value {
         hold.ttl -= 1;
-        if !hold.claimed {
+        if hold.offered {
             hold.unclaimed_for = (hold.unclaimed_for + 1).min(times.window + 1);
         }
         if hold.ttl == 0 {
