@@ -92,16 +92,27 @@
 //!   any other, and a refusal whose place had ended (`ZSCORE`) takes the entry out of the line
 //!   and joins at the back (`FairKeepsEndedTurn` keeps the old way).
 //!
+//! # Replayed on the scripts themselves ([`replay`])
+//!
+//! The functions of [`scripts`] are a reading of the Lua, and a reading can be wrong. A test
+//! takes traces of the fixed protocol (seeded random walks, and the shortest traces to the
+//! steps worth seeing) and replays each on a real master and replica: every script a step runs
+//! is run by the library's own `Lua`, and the server's answer, value, places, line and
+//! messages are held against the model's after every step, the model's ticks mapped to long
+//! lengths of server time that pass only when the model's do.
+//!
 //! # Running it
 //!
 //! `cargo test -p fencelock --lib kinds::mutex::model` runs every check in a debug build and
 //! prints, for each run, the states explored and the depth; a finding prints its trace, one
 //! line per step (the script a step runs named by its file), with the lock's value, the line
-//! and every client after it.
+//! and every client after it. The replay starts its own `redis-server`s and prints how many
+//! traces, steps and script runs it replayed, and what they covered.
 
 mod check;
 mod config;
 mod invariants;
+mod replay;
 mod scripts;
 mod state;
 mod step;

@@ -98,6 +98,50 @@ pub(crate) struct Report {
 /// Explores every state reachable under `config` breadth first, checking `invariants` in each;
 /// stops at the first state that breaks one, or once more than `limit` states were seen.
 pub(crate) fn explore(config: &Config, invariants: &[Invariant], limit: usize) -> Report {
+    let search = search(config, limit, |_, step| {
+        first_broken(&step.after, config, invariants)
+    });
+    Report {
+        states: search.states,
+        depth: search.depth,
+        found: search.found.map(|((invariant, why), trace)| Found {
+            invariant,
+            why,
+            trace,
+        }),
+        complete: search.complete,
+    }
+}
+
+/// The shortest trace of `config` to a step that `goal` picks (given the state before it), if
+/// one is found among at most `limit` states.
+pub(crate) fn shortest(
+    config: &Config,
+    limit: usize,
+    goal: impl Fn(&State, &Step) -> bool,
+) -> Option<Vec<Step>> {
+    search(config, limit, |before, step| {
+        goal(before, step).then_some(())
+    })
+    .found
+    .map(|((), trace)| trace)
+}
+
+/// What a search explored, and what stopped it with the shortest trace to it.
+struct Search<R> {
+    states: usize,
+    depth: usize,
+    found: Option<(R, Vec<Step>)>,
+    complete: bool,
+}
+
+/// Explores every state reachable under `config` breadth first until `stop` answers for a
+/// step (given the state before it), or once more than `limit` states were seen.
+fn search<R>(
+    config: &Config,
+    limit: usize,
+    mut stop: impl FnMut(&State, &Step) -> Option<R>,
+) -> Search<R> {
     let initial = State::initial(config);
     let mut seen: HashMap<u64, (u64, Option<Action>), BuildHasherDefault<Identity>> =
         HashMap::default();
@@ -111,32 +155,33 @@ pub(crate) fn explore(config: &Config, invariants: &[Invariant], limit: usize) -
             let from = fingerprint(state);
             enabled(state, config, &mut actions);
             for &action in &actions {
-                let (next, _) = apply(state, config, action);
-                let key = fingerprint(&next);
+                let (after, effects) = apply(state, config, action);
+                let key = fingerprint(&after);
                 if seen.contains_key(&key) {
                     continue;
                 }
                 seen.insert(key, (from, Some(action)));
-                if let Some((invariant, why)) = first_broken(&next, config, invariants) {
-                    return Report {
+                let step = Step {
+                    action,
+                    effects,
+                    after,
+                };
+                if let Some(found) = stop(state, &step) {
+                    return Search {
                         states: seen.len(),
                         depth: depth + 1,
-                        found: Some(Found {
-                            invariant,
-                            why,
-                            trace: trace_to(key, &seen, config),
-                        }),
+                        found: Some((found, trace_to(key, &seen, config))),
                         complete: false,
                     };
                 }
-                next_level.push(next);
+                next_level.push(after);
             }
         }
         if !next_level.is_empty() {
             depth += 1;
         }
         if seen.len() > limit {
-            return Report {
+            return Search {
                 states: seen.len(),
                 depth,
                 found: None,
@@ -145,7 +190,7 @@ pub(crate) fn explore(config: &Config, invariants: &[Invariant], limit: usize) -
         }
         level = next_level;
     }
-    Report {
+    Search {
         states: seen.len(),
         depth,
         found: None,
