@@ -51,7 +51,10 @@ pub(crate) async fn announced_on<F: std::future::Future>(
     payloads
 }
 
-async fn futures_next<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+/// The next item of `stream`.
+pub(crate) async fn futures_next<S: futures_core::Stream + Unpin>(
+    stream: &mut S,
+) -> Option<S::Item> {
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 

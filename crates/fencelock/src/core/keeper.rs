@@ -22,8 +22,8 @@ use crate::race::{self, Branch};
 use crate::transport::conn::Slot;
 use crate::transport::script::Lua;
 
-/// Renews many leases of any kind in one call.
-static RENEW_BATCH: Lua = Lua::new(&[EXPIRIES, include_str!("renew_batch.lua")]);
+/// Renews many leases of any kind in one call (also run by the mutex's model replay).
+pub(crate) static RENEW_BATCH: Lua = Lua::new(&[EXPIRIES, include_str!("renew_batch.lua")]);
 
 /// How a primitive stores a holder, and so how the batch renewal finds and extends it (see
 /// `renew_batch.lua`).

@@ -25,8 +25,11 @@ use crate::transport::script::Lua;
 /// The fair lock's line as a release reads it, shared by its scripts.
 const LINE_PARTS: &str = include_str!("fair/line.lua");
 
-static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/release.lua")]);
+// Seen by the kinds, for the mutex's model, which replays its traces on these scripts too.
+pub(super) static ACQUIRE: Lua =
+    Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/acquire.lua")]);
+pub(super) static RELEASE: Lua =
+    Lua::new(&[FENCE, VALUE, LINE_PARTS, include_str!("fair/release.lua")]);
 static FORCE: Lua = Lua::new(&[
     FENCE,
     VALUE,

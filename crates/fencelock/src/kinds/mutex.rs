@@ -456,4 +456,6 @@ impl Kind for MutexGrant {
 }
 
 #[cfg(test)]
+mod model;
+#[cfg(test)]
 mod tests;
