@@ -117,6 +117,9 @@ pub struct LockPlan {
     pub verbose: bool,
     /// How long after it was taken the lock is kept at least, however soon it is released.
     pub hold_at_least: Option<Duration>,
+    /// Give up when the wait closes a cycle of waits, checked after this long and again every
+    /// such interval (`--deadlock-check`).
+    pub deadlock_check: Option<Duration>,
 }
 
 /// What `fencelock` does when the lock is busy: held by another (`--no-wait`) or still held
@@ -286,6 +289,7 @@ impl LockPlan {
             },
             verbose: args.verbose,
             hold_at_least: args.hold_at_least,
+            deadlock_check: args.deadlock_check,
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct ElectPlan {
     pub lease: Duration,
     /// After a lost leadership, how long the command has between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Give up when the campaign closes a cycle of waits, checked after this long and again
+    /// every such interval (`--deadlock-check`).
+    pub deadlock_check: Option<Duration>,
     /// The command and its arguments: at least the program.
     pub command: Vec<String>,
 }
@@ -48,6 +51,19 @@ pub(crate) struct ElectArgs {
     /// After a lost leadership, how long the command has to stop after SIGTERM before SIGKILL.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     kill_grace: Duration,
+    /// Give up, exiting 79, when the campaign closes a cycle of waits (a deadlock: the leader
+    /// waits for a lock that a run of this process's task holds), checked after campaigning
+    /// AFTER (1s when bare) and every AFTER after that; the message names each step of the
+    /// cycle.
+    #[arg(
+        long,
+        value_name = "AFTER",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1s",
+        value_parser = parse_duration
+    )]
+    deadlock_check: Option<Duration>,
     /// The command and its arguments; `--` before it is needed only when the command starts
     /// with `-`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
@@ -62,6 +78,7 @@ impl ElectPlan {
             once: args.once,
             lease: args.lease,
             kill_grace: args.kill_grace,
+            deadlock_check: args.deadlock_check,
             command: args.command,
         }
     }
@@ -110,7 +127,10 @@ pub(crate) async fn elect(
     target: &Target,
     plan: ElectPlan,
 ) -> Result<u8, Failure> {
-    let options = LockOptions::default().lease(Lease::Renewed(plan.lease));
+    let mut options = LockOptions::default().lease(Lease::Renewed(plan.lease));
+    if let Some(after) = plan.deadlock_check {
+        options = options.deadlock_check(after);
+    }
     let election = client.election_with_options(&plan.name, options)?;
     let value = plan.value.clone().unwrap_or_else(crate::holder_label);
     let mut signals = Signals::new()?;

@@ -27,6 +27,13 @@ pub const NOPERM: u8 = 77;
 /// Nothing held: `unlock --force` found no lock of any kind under that name, or `leader` found
 /// nobody leading.
 pub const NOT_HELD: u8 = 78;
+/// A deadlock: `status --graph` found a cycle of waits, or `run`, `hold` or `elect` with
+/// `--deadlock-check` gave up because its wait closed one.
+pub const DEADLOCK: u8 = 79;
+/// `status --graph` found no cycle among the waits it could see, but some waiters recorded no
+/// wait (they have waited less than their client's record threshold, or record none), or
+/// more waits were recorded than it reads: it cannot say there is no deadlock.
+pub const UNSEEN_WAITS: u8 = 80;
 /// The command could not be started (not found, not executable).
 pub const CANNOT_RUN: u8 = 127;
 
@@ -42,7 +49,8 @@ pub const TABLE: &[(&str, &str)] = &[
     (
         "0",
         "`hold` held the lock until its input ended or a signal came; `status` listed the \
-         locks; `unlock --force` removed some; `leader` found a leader, or `--watch` was stopped",
+         locks (with `--graph`: no deadlock, and every waiter's wait recorded); `unlock \
+         --force` removed some; `leader` found a leader, or `--watch` was stopped",
     ),
     (
         "64",
@@ -78,6 +86,17 @@ pub const TABLE: &[(&str, &str)] = &[
         "78",
         "nothing held: `unlock --force` found no lock of any kind under the name, `leader` \
          found nobody leading",
+    ),
+    (
+        "79",
+        "a deadlock: `status --graph` found a cycle of waits (it names each step), or `run`, \
+         `hold` or `elect` with `--deadlock-check` gave up because its wait closed one",
+    ),
+    (
+        "80",
+        "`status --graph` saw no cycle, but some waiters recorded no wait (waiting under their \
+         client's 1 s threshold, or with recording off) or too many waits to read: it cannot \
+         say there is none",
     ),
     (
         "127",

@@ -35,7 +35,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use fencelock::{Client, ClientOptions, Deployment, Layout};
+use fencelock::{Client, ClientOptions, Deployment, Layout, Verdict};
 
 pub use config::{Action, Busy, Config, GraphFormat, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
@@ -276,6 +276,20 @@ struct LockArgs {
     /// whose instances start seconds apart).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     hold_at_least: Option<Duration>,
+    /// Give up, exiting 79, when the wait for the lock closes a cycle of waits (a deadlock:
+    /// another run waits for a lock this one holds while holding the one this one waits for),
+    /// checked after waiting AFTER (1s when bare) and every AFTER after that; the message names
+    /// each step of the cycle. The runs of a cycle that wait with it go on once this one gives
+    /// up.
+    #[arg(
+        long,
+        value_name = "AFTER",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1s",
+        value_parser = parse_duration
+    )]
+    deadlock_check: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -417,6 +431,7 @@ impl From<fencelock::Error> for Failure {
             E::Held { .. } => exit::HELD,
             E::Timeout { .. } => exit::TIMEOUT,
             E::NotHeld { .. } => exit::LOST,
+            E::Deadlock { .. } => exit::DEADLOCK,
             _ if err.is_auth_failure() => exit::NOPERM,
             _ if err.is_bad_target() => exit::USAGE,
             _ if err.is_unavailable() => exit::UNAVAILABLE,
@@ -541,7 +556,11 @@ async fn graph(client: &Client, pattern: &str, format: GraphFormat) -> Result<u8
         GraphFormat::Json => output::graph_json(&graph),
         GraphFormat::Dot => output::graph_dot(&graph),
     });
-    Ok(exit::SUCCESS)
+    Ok(match graph.verdict() {
+        Verdict::Deadlock => exit::DEADLOCK,
+        Verdict::Unknown => exit::UNSEEN_WAITS,
+        _ => exit::SUCCESS,
+    })
 }
 
 async fn unlock(client: &Client, name: &str) -> Result<u8, Failure> {

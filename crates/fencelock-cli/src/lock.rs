@@ -70,8 +70,12 @@ impl Lock {
         name: &str,
         lease: Duration,
         label: &str,
+        deadlock_check: Option<Duration>,
     ) -> fencelock::Result<Lock> {
-        let options = LockOptions::default().lease(Lease::Renewed(lease));
+        let mut options = LockOptions::default().lease(Lease::Renewed(lease));
+        if let Some(after) = deadlock_check {
+            options = options.deadlock_check(after);
+        }
         let holder = || client.holder_named(label).or_else(|_| client.holder());
         Ok(match want {
             Want::Mutex => Lock::Mutex(client.mutex_with_options(name, options)?),

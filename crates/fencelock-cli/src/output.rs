@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fencelock::{LockInfo, LockKind, TaskId, WaitGraph};
+use fencelock::{LockInfo, LockKind, TaskId, Verdict, WaitGraph};
 
 /// Writes to standard output, ignoring a reader that went away.
 pub(crate) fn print(text: &str) {
@@ -304,22 +304,23 @@ pub(crate) fn graph_text(graph: &WaitGraph) -> String {
             out.push_str(&line);
             out.push('\n');
         }
-        if let Some(info) = &lock.info {
-            let unrecorded = info
-                .waiting_clients
-                .saturating_sub(lock.waiters.len() as u64);
-            if lock.waiters.is_empty() && info.waiting_clients > 0 {
-                out.push_str(&format!(
-                    "  {unrecorded} waiting client(s), waits not recorded\n"
-                ));
-            }
+        if lock.unrecorded > 0 {
+            out.push_str(&format!(
+                "  {} more waiting, wait(s) not recorded\n",
+                lock.unrecorded
+            ));
         }
     }
     if graph.locks.is_empty() {
         out.push_str("(no locks held or waited for)\n");
     }
-    if graph.cycles.is_empty() {
-        out.push_str("no deadlock\n");
+    match graph.verdict() {
+        Verdict::NoDeadlock => out.push_str("no deadlock\n"),
+        Verdict::Unknown if graph.cycles.is_empty() => out.push_str(&format!(
+            "no deadlock among the recorded waits, but {}: cannot tell\n",
+            unseen(graph)
+        )),
+        _ => {}
     }
     for (at, cycle) in graph.cycles.iter().enumerate() {
         out.push_str(&format!("DEADLOCK {}:\n", at + 1));
@@ -334,10 +335,25 @@ pub(crate) fn graph_text(graph: &WaitGraph) -> String {
             ));
         }
     }
-    if !graph.complete {
-        out.push_str("(more waits were recorded than were read)\n");
-    }
     out
+}
+
+/// What the graph could not see, in words: waiters that recorded no wait (those waiting less
+/// than their client's threshold, 1 s by default, or whose client records none), and records
+/// beyond those it reads.
+fn unseen(graph: &WaitGraph) -> String {
+    let mut parts = Vec::new();
+    if graph.unrecorded > 0 {
+        parts.push(format!(
+            "{} waiter(s) recorded no wait (waiting under their client's threshold, or not \
+             recording)",
+            graph.unrecorded
+        ));
+    }
+    if !graph.complete {
+        parts.push("more waits were recorded than were read".to_owned());
+    }
+    parts.join(", and ")
 }
 
 /// The wait-for graph as one JSON object.
@@ -378,6 +394,7 @@ pub(crate) fn graph_json(graph: &WaitGraph) -> String {
                 "kind": lock.kind.to_string(),
                 "holders": holders,
                 "waiters": waiters,
+                "unrecorded": lock.unrecorded,
                 "waiting_clients": lock.info.as_ref().map(|i| i.waiting_clients),
             })
         })
@@ -404,10 +421,17 @@ pub(crate) fn graph_json(graph: &WaitGraph) -> String {
             serde_json::json!({ "steps": steps })
         })
         .collect();
+    let verdict = match graph.verdict() {
+        Verdict::Deadlock => "deadlock",
+        Verdict::NoDeadlock => "no_deadlock",
+        _ => "unknown",
+    };
     let mut text = serde_json::json!({
         "locks": locks,
         "cycles": cycles,
         "complete": graph.complete,
+        "unrecorded": graph.unrecorded,
+        "verdict": verdict,
     })
     .to_string();
     text.push('\n');
@@ -465,6 +489,25 @@ pub(crate) fn graph_dot(graph: &WaitGraph) -> String {
                 human(waiter.waited)
             ));
         }
+    }
+    for lock in graph.locks.iter().filter(|lock| lock.unrecorded > 0) {
+        let id = format!("{} {} unrecorded", lock.kind, lock.name);
+        out.push_str(&format!(
+            "  {} [shape=box, style=dashed, label={}];\n",
+            quote(&id),
+            quote(&format!("{} waiting, not recorded", lock.unrecorded))
+        ));
+        edges.push_str(&format!(
+            "  {} -> {} [style=dashed, label=\"waits\"];\n",
+            quote(&id),
+            lock_id(lock.kind, &lock.name)
+        ));
+    }
+    if graph.verdict() == Verdict::Unknown {
+        out.push_str(&format!(
+            "  label={};\n",
+            quote(&format!("cannot tell: {}", unseen(graph)))
+        ));
     }
     tasks.sort();
     tasks.dedup_by(|a, b| a.0 == b.0);

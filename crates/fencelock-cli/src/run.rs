@@ -116,6 +116,7 @@ async fn take(
         &plan.name,
         plan.lease,
         &crate::holder_label(),
+        plan.deadlock_check,
     )?;
     let guard = tokio::select! {
         guard = acquire(client, target, &lock, plan) => guard?,

@@ -25,7 +25,7 @@ use crate::kinds::mutex::Mutex;
 use crate::kinds::reentrant::{Holder, ReentrantMutex, MAX_HOLDER_LEN};
 use crate::kinds::rwlock::RwLock;
 use crate::kinds::semaphore::Semaphore;
-use crate::options::{millis, ClientOptions, LockOptions};
+use crate::options::{ClientOptions, LockOptions};
 use crate::token::random_id;
 use crate::transport::conn::Conn;
 use crate::transport::server::Server;
@@ -679,14 +679,7 @@ pub(crate) fn check_wait(
     Box::pin(async move {
         let client = Client { shared };
         let conn = client.shared.nodes.only("the deadlock check")?;
-        let key = Wait::key_of(&client.shared.options.prefix, &wait.task);
-        redis::cmd("SET")
-            .arg(&key)
-            .arg(wait.encode())
-            .arg("PX")
-            .arg(millis(wait.ttl).max(1))
-            .query_async::<()>(&mut conn.clone())
-            .await?;
+        wait.record(conn, &client.shared.options.prefix).await?;
         let (mut records, _) = read_records(conn, &client.shared.options.prefix, &|_| {}).await?;
         records.retain(|r| r.task != wait.task);
         records.push(wait.clone());

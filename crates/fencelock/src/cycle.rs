@@ -70,6 +70,36 @@ impl fmt::Display for LockKind {
     }
 }
 
+/// Reads the name [`Display`](fmt::Display) gives a kind (`mutex`, `fair-mutex`, ...).
+///
+/// # Examples
+///
+/// ```
+/// use fencelock::LockKind;
+///
+/// assert_eq!("fair-mutex".parse::<LockKind>(), Ok(LockKind::FairMutex));
+/// assert!("spinlock".parse::<LockKind>().is_err());
+/// ```
+impl std::str::FromStr for LockKind {
+    type Err = UnknownKind;
+
+    fn from_str(text: &str) -> Result<LockKind, UnknownKind> {
+        LockKind::parse(text).ok_or(UnknownKind)
+    }
+}
+
+/// A name that is no [`LockKind`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownKind;
+
+impl fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a kind of lock")
+    }
+}
+
+impl std::error::Error for UnknownKind {}
+
 /// One task of one client: what holds and waits in a wait-for graph.
 ///
 /// The task is the tokio task ([`tokio::task::Id`]) whose `lock()` (or `read()`,

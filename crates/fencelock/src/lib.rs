@@ -33,12 +33,14 @@ mod waits;
 pub use crate::core::guard::Guard;
 pub use crate::core::lease::Lost;
 pub use crate::core::stored::LockInfo;
-pub use crate::core::waits::{GraphHolder, GraphWaiter, LockWaits, WaitGraph, MAX_RECORDED_WAITS};
+pub use crate::core::waits::{
+    GraphHolder, GraphWaiter, LockWaits, Verdict, WaitGraph, MAX_RECORDED_WAITS,
+};
 pub use crate::waits::ScanProgress;
 pub use check::DeploymentWarning;
 pub use client::Client;
 pub use connect::{Deployment, IntoDeployment};
-pub use cycle::{CycleStep, LockKind, TaskId, WaitCycle};
+pub use cycle::{CycleStep, LockKind, TaskId, UnknownKind, WaitCycle};
 pub use error::{Error, Optional, Result};
 pub use keys::{Layout, MAX_NAME_LEN};
 pub use kinds::election::{Election, Leader, LeaderWatch, Leadership};
@@ -50,7 +52,8 @@ pub use kinds::reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use kinds::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use kinds::semaphore::{Semaphore, SemaphorePermit};
 pub use options::{
-    ClientOptions, Lease, LockOptions, DEFAULT_HANDOFF_WINDOW, MAX_LEASE, MIN_LEASE,
+    ClientOptions, Lease, LockOptions, DEFAULT_HANDOFF_WINDOW, DEFAULT_RECORD_WAITS, MAX_LEASE,
+    MIN_LEASE,
 };
 pub use token::Fence;
 pub use transport::sentinel::SentinelOptions;

@@ -7,6 +7,7 @@ use rustls::pki_types::pem::PemObject;
 #[cfg(feature = "tls")]
 use rustls::pki_types::CertificateDer;
 
+use crate::cycle::LockKind;
 use crate::error::{Error, Result};
 use crate::keys::validate_prefix;
 
@@ -139,6 +140,8 @@ pub struct ClientOptions {
     pub(crate) default_lease: Lease,
     pub(crate) wake_fallback: Duration,
     pub(crate) handoff_window: Duration,
+    pub(crate) record_waits: Option<Duration>,
+    pub(crate) inherited_holds: Vec<(LockKind, String)>,
     pub(crate) outage_limit: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
@@ -294,6 +297,19 @@ impl ClientOptions {
 /// ```
 pub const DEFAULT_HANDOFF_WINDOW: Duration = Duration::from_millis(200);
 
+/// The default [`ClientOptions::record_waits`]: a wait is recorded once it has lasted this long,
+/// as PostgreSQL's `deadlock_timeout` does.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(fencelock::DEFAULT_RECORD_WAITS.as_secs(), 1);
+/// ```
+pub const DEFAULT_RECORD_WAITS: Duration = Duration::from_secs(1);
+
+/// The least interval of a wait's record or check.
+pub(crate) const MIN_WAIT_CHECK: Duration = Duration::from_millis(10);
+
 /// The longest [`ClientOptions::handoff_window`].
 const MAX_HANDOFF_WINDOW: Duration = Duration::from_secs(60);
 
@@ -338,6 +354,8 @@ impl Default for ClientOptions {
             default_lease: Lease::default(),
             wake_fallback: Duration::from_secs(1),
             handoff_window: DEFAULT_HANDOFF_WINDOW,
+            record_waits: Some(DEFAULT_RECORD_WAITS),
+            inherited_holds: Vec::new(),
             outage_limit: Duration::from_secs(30),
             response_timeout: Duration::from_secs(1),
             connection_timeout: Duration::from_secs(1),
@@ -395,6 +413,43 @@ impl ClientOptions {
     /// sooner behind one that died. The releasing client's window applies.
     pub fn handoff_window(mut self, window: Duration) -> Self {
         self.handoff_window = window;
+        self
+    }
+
+    /// Records every wait of this client's locks that has lasted `after`, and again every
+    /// `after` while it lasts, as PostgreSQL's `deadlock_timeout` does (1 s by default, as
+    /// PostgreSQL's): the wait-for graph ([`Client::wait_graph`](crate::Client::wait_graph),
+    /// `fencelock status --graph`) then shows who waits for whom and the deadlocks among them,
+    /// whichever program made the wait. `None` turns it off; a lock's own
+    /// [`record_wait`](LockOptions::record_wait) or
+    /// [`deadlock_check`](LockOptions::deadlock_check) takes precedence. Default:
+    /// [`DEFAULT_RECORD_WAITS`]; at least 10 ms.
+    ///
+    /// A lock taken at once costs nothing; a waiter, one `SET` of its record per `after` once
+    /// it has waited that long (the record ends by itself a little after the wait). On RedLock
+    /// (several masters) waits are not recorded.
+    pub fn record_waits(mut self, after: Option<Duration>) -> Self {
+        self.record_waits = after;
+        self
+    }
+
+    /// Locks held on behalf of the tasks of this client by another process, one entry per hold:
+    /// the `fencelock run` that started this process holds its lock while this process runs,
+    /// and says so in `FENCELOCK_HOLDS`. Every wait this client records names them as held by
+    /// the waiting task too, so that the wait-for graph and the deadlock check see a cycle
+    /// that runs through a parent process (a command that, inside the lock `A`, waits for `B`,
+    /// while another that holds `B` waits for `A`). Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fencelock::{ClientOptions, LockKind};
+    ///
+    /// let options = ClientOptions::default().inherited_holds([(LockKind::Mutex, "A".to_owned())]);
+    /// # let _ = options;
+    /// ```
+    pub fn inherited_holds(mut self, holds: impl IntoIterator<Item = (LockKind, String)>) -> Self {
+        self.inherited_holds = holds.into_iter().collect();
         self
     }
 
@@ -625,6 +680,15 @@ impl ClientOptions {
                 ),
             });
         }
+        if self
+            .record_waits
+            .is_some_and(|after| after < MIN_WAIT_CHECK)
+        {
+            return Err(Error::InvalidOption {
+                option: "record_waits",
+                reason: format!("at least {MIN_WAIT_CHECK:?} between records"),
+            });
+        }
         positive("response_timeout", self.response_timeout)?;
         positive("connection_timeout", self.connection_timeout)?;
         positive("node_timeout", self.node_timeout)?;
@@ -775,8 +839,9 @@ impl LockOptions {
     /// [`deadlock_check`](LockOptions::deadlock_check) does, so that
     /// [`Client::wait_graph`](crate::Client::wait_graph) and `fencelock status --graph` show
     /// the waiter, what it waits for and the cycles it is part of, but never gives up for a
-    /// deadlock. A waiter, one record and one read of the records per `after`; a lock taken at
-    /// once, nothing. Default: off. At least 10 ms; `deadlock_check` takes precedence.
+    /// deadlock. A waiter, one record per `after`; a lock taken at once, nothing. Default: the
+    /// client's [`record_waits`](ClientOptions::record_waits) (1 s). At least 10 ms;
+    /// `deadlock_check` takes precedence.
     ///
     /// # Examples
     ///

@@ -534,7 +534,9 @@ impl Checker {
         self.every
     }
 
-    /// Records the wait and checks it: the cycle to give up for, if this waiter is the one.
+    /// Records the wait and, for a waiter that gives up for a deadlock, checks it: the cycle to
+    /// give up for, if this waiter is the one. A waiter that only records writes its record and
+    /// reads nothing.
     pub(crate) async fn check(&self) -> Result<Option<WaitCycle>> {
         let shared = &self.shared;
         let wait = Wait {
@@ -542,10 +544,20 @@ impl Checker {
             label: shared.options.holder_label.clone(),
             since: self.since,
             waits_for: self.names.iter().map(|n| (self.kind, n.clone())).collect(),
-            holds: shared.holds.taken_by(self.task),
+            holds: shared
+                .holds
+                .taken_by(self.task)
+                .into_iter()
+                .chain(shared.options.inherited_holds.iter().cloned())
+                .collect(),
             ttl: self.every.saturating_mul(3) + Duration::from_secs(2),
         };
         self.recorded.store(true, Ordering::Relaxed);
+        if !self.refuses {
+            let conn = shared.nodes.only("the wait-for graph")?;
+            wait.record(conn, &shared.options.prefix).await?;
+            return Ok(None);
+        }
         (shared.check_wait)(Arc::clone(shared), wait).await
     }
 }

@@ -16,7 +16,7 @@ use crate::core::shared::Shared;
 use crate::cycle::LockKind;
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::options::{Lease, LockOptions};
+use crate::options::{Lease, LockOptions, MIN_WAIT_CHECK};
 use crate::token::OwnerToken;
 
 /// One kind of grant: a mutex's, a permit's, a read hold's... Its scripts follow the reply
@@ -185,12 +185,12 @@ impl Lock {
     ) -> Result<Lock> {
         shared.nodes.accept(K::NAME, K::ON_SEVERAL_NODES)?;
         let lease = options.lease.unwrap_or(shared.options.default_lease);
-        let wait_check = match (options.deadlock_check, options.record_wait) {
+        let asked = match (options.deadlock_check, options.record_wait) {
             (Some(after), _) => Some((after, true)),
             (None, Some(after)) => Some((after, false)),
             (None, None) => None,
         };
-        if wait_check.is_some_and(|(after, _)| after < Duration::from_millis(10)) {
+        if asked.is_some_and(|(after, _)| after < MIN_WAIT_CHECK) {
             return Err(crate::error::Error::InvalidOption {
                 option: if options.deadlock_check.is_some() {
                     "deadlock_check"
@@ -200,10 +200,17 @@ impl Lock {
                 reason: "at least 10 ms between checks".into(),
             });
         }
-        if wait_check.is_some() {
+        if asked.is_some() {
             // The waits are recorded on one deployment, not on each of several masters.
             shared.nodes.only("the deadlock check")?;
         }
+        // The client's default records where a deployment can: never on several masters.
+        let by_default = shared
+            .options
+            .record_waits
+            .filter(|_| shared.nodes.len() == 1)
+            .map(|after| (after, false));
+        let wait_check = asked.or(by_default);
         Ok(Lock {
             name: keys.display_name(),
             lease_ms: lease.millis()?,

@@ -1,6 +1,7 @@
 //! A waiter's record of its wait, for the deadlock check and the wait-for graph: what it waits
 //! for, since when, and what its task holds, kept in Redis under
-//! `<prefix>waits:<client>/<task>` while a waiter with a deadlock check waits; reading every
+//! `<prefix>waits:<client>/<task>` while a waiter waits (by default once it has waited a
+//! second, `ClientOptions::record_waits`); reading every
 //! record, and finding the deadlocks among them ([`WaitGraph`]). The façade adds the holds
 //! of each kind (`src/waits.rs`, `client.rs`); the core's waiter (`grant.rs`) runs the check
 //! through [`Shared::check_wait`].
@@ -46,6 +47,18 @@ pub(crate) struct Wait {
 }
 
 impl Wait {
+    /// Writes the record under `prefix` on `conn`, to live its time unless written again.
+    pub(crate) async fn record(&self, conn: &Conn, prefix: &str) -> Result<()> {
+        redis::cmd("SET")
+            .arg(Wait::key_of(prefix, &self.task))
+            .arg(self.encode())
+            .arg("PX")
+            .arg(millis(self.ttl).max(1))
+            .query_async::<()>(&mut conn.clone())
+            .await?;
+        Ok(())
+    }
+
     /// The key of `task`'s record under `prefix`.
     pub(crate) fn key_of(prefix: &str, task: &TaskId) -> Vec<u8> {
         format!("{prefix}{RECORDS}{task}").into_bytes()
@@ -126,6 +139,52 @@ pub struct WaitGraph {
     /// `false` when there were more recorded waits than [`MAX_RECORDED_WAITS`]: the graph
     /// shows part of them.
     pub complete: bool,
+    /// Waiters Redis shows that recorded no wait, in all ([`LockWaits::unrecorded`]): a
+    /// deadlock through them cannot be seen.
+    pub unrecorded: u64,
+}
+
+impl WaitGraph {
+    /// What the graph can say of deadlocks: a cycle it found, none, or none among the waits it
+    /// could see while some waiters recorded none (they have waited less than their client's
+    /// [`record_waits`](crate::ClientOptions::record_waits), or record nothing) or more waits
+    /// were recorded than it read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let graph = client.wait_graph("*").await?;
+    /// assert_eq!(graph.verdict(), fencelock::Verdict::NoDeadlock);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn verdict(&self) -> Verdict {
+        if !self.cycles.is_empty() {
+            Verdict::Deadlock
+        } else if self.unrecorded > 0 || !self.complete {
+            Verdict::Unknown
+        } else {
+            Verdict::NoDeadlock
+        }
+    }
+}
+
+/// What a [`WaitGraph`] can say of deadlocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// It found at least one cycle of waits.
+    Deadlock,
+    /// Every waiter Redis shows recorded its wait, every record was read, and no cycle is
+    /// among them.
+    NoDeadlock,
+    /// No cycle among the waits it read, but it could not see them all: some waiters recorded
+    /// no wait yet, or too many were recorded to read.
+    Unknown,
 }
 
 /// One lock of a [`WaitGraph`]: its holders and its waiters.
@@ -144,6 +203,11 @@ pub struct LockWaits {
     pub holders: Vec<GraphHolder>,
     /// The waiters that recorded their wait for it.
     pub waiters: Vec<GraphWaiter>,
+    /// The waiters Redis shows for it that recorded no wait: for a mutex or a fair mutex, the
+    /// places beyond the recorded waiters; for the other kinds, the clients listening for its
+    /// releases beyond those of the recorded waiters (a client stays subscribed a few wake
+    /// fallbacks after its last wait, so this may count one that no longer waits).
+    pub unrecorded: u64,
 }
 
 /// A holder in a [`WaitGraph`].
@@ -391,6 +455,7 @@ pub(crate) fn graph(
                 info: Some(info),
                 holders: Vec::new(),
                 waiters: Vec::new(),
+                unrecorded: 0,
             },
         );
     }
@@ -465,12 +530,39 @@ pub(crate) fn graph(
     for lock in locks.values_mut() {
         lock.waiters
             .sort_by(|a, b| (a.since, &a.task).cmp(&(b.since, &b.task)));
+        lock.unrecorded = unrecorded(lock);
     }
+    let unrecorded = locks.values().map(|lock| lock.unrecorded).sum();
     WaitGraph {
         locks: locks.into_values().collect(),
         cycles,
         complete,
+        unrecorded,
     }
+}
+
+/// How many waiters Redis shows for `lock` beyond its recorded ones: the waiting tasks a mutex
+/// or fair mutex keeps a place for, exactly; for the other kinds, the more of the waiters they
+/// record (a read-write lock's writers) and of the clients listening for their releases.
+fn unrecorded(lock: &LockWaits) -> u64 {
+    let Some(info) = &lock.info else {
+        return 0;
+    };
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let tasks = count(lock.waiters.len());
+    let queued = info.queued.map(|queued| queued.saturating_sub(tasks));
+    if matches!(lock.kind, LockKind::Mutex | LockKind::FairMutex) {
+        if let Some(queued) = queued {
+            return queued;
+        }
+    }
+    let clients: BTreeSet<&str> = lock
+        .waiters
+        .iter()
+        .map(|w| w.task.client.as_str())
+        .collect();
+    let listening = info.waiting_clients.saturating_sub(count(clients.len()));
+    queued.unwrap_or(0).max(listening)
 }
 
 fn empty((kind, name): &(LockKind, String)) -> LockWaits {
@@ -480,6 +572,7 @@ fn empty((kind, name): &(LockKind, String)) -> LockWaits {
         info: None,
         holders: Vec::new(),
         waiters: Vec::new(),
+        unrecorded: 0,
     }
 }
 

@@ -6,6 +6,8 @@
 pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod foreign;
+#[cfg(test)]
+mod handoff_model;
 pub(crate) mod multi;
 pub(crate) mod mutex;
 pub(crate) mod reentrant;

@@ -36,9 +36,9 @@ use crate::transport::script::Lua;
 /// Mutex's, a MultiMutex's and a FairMutex's.
 pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
 
-static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
-static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
-static EXTEND: Lua = Lua::new(&[VALUE, include_str!("mutex/extend.lua")]);
+pub(super) static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
+pub(super) static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
+pub(super) static EXTEND: Lua = Lua::new(&[VALUE, include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
 static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
 
@@ -455,7 +455,5 @@ impl Kind for MutexGrant {
     }
 }
 
-#[cfg(test)]
-mod model;
 #[cfg(test)]
 mod tests;

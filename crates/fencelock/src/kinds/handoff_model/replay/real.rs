@@ -296,7 +296,7 @@ impl Deployment {
         let member = member(run.token, &lengths);
         let c = &mut self.commands;
         let invoked = match (config.lock, run.script) {
-            (Lock::Mutex, Script::Acquire) => super::super::super::ACQUIRE
+            (Lock::Mutex, Script::Acquire) => crate::kinds::mutex::ACQUIRE
                 .plain()
                 .key(names.lock)
                 .key(names.places)
@@ -323,7 +323,7 @@ impl Deployment {
                 .invoke_async(c)
                 .await
                 .map(compare::Answer::Acquired),
-            (Lock::Mutex, Script::Release) => super::super::super::RELEASE
+            (Lock::Mutex, Script::Release) => crate::kinds::mutex::RELEASE
                 .plain()
                 .key(names.lock)
                 .key(names.places)
@@ -510,7 +510,7 @@ async fn renew_and_extend(
         .arg(format!("v{token}"))
         .invoke_async(c)
         .await?;
-    let extended: i64 = super::super::super::EXTEND
+    let extended: i64 = crate::kinds::mutex::EXTEND
         .plain()
         .key(names.lock)
         .arg(token)

@@ -103,7 +103,7 @@
 //!
 //! # Running it
 //!
-//! `cargo test -p fencelock --lib kinds::mutex::model` runs every check in a debug build and
+//! `cargo test -p fencelock --lib kinds::handoff_model` runs every check in a debug build and
 //! prints, for each run, the states explored and the depth; a finding prints its trace, one
 //! line per step (the script a step runs named by its file), with the lock's value, the line
 //! and every client after it. The replay starts its own `redis-server`s and prints how many
