@@ -10,6 +10,7 @@ use clap::{CommandFactory, Parser};
 use fencelock::ClientOptions;
 
 use crate::elect::{ElectPlan, LeaderArgs};
+use crate::holds;
 use crate::lock::{Wait, Want};
 use crate::{Cli, Command, LockArgs, RunArgs, StatusArgs, TopArgs, UnlockArgs};
 
@@ -149,7 +150,8 @@ pub struct RunPlan {
 impl Config {
     /// Reads and checks a command line, program name first as [`std::env::args_os`] gives
     /// it: everything `fencelock` does before it connects. Reads `REDIS_URL` when `--redis` is
-    /// not given, and nothing else.
+    /// not given, and `FENCELOCK_HOLDS` (the locks the `fencelock run` around it holds), and
+    /// nothing else.
     ///
     /// # Errors
     ///
@@ -181,7 +183,10 @@ impl Config {
             prefix,
             command,
         } = Cli::try_parse_from(argv)?;
-        let options = ClientOptions::default().prefix(prefix);
+        let handed = holds::handed().map_err(|e| usage(ErrorKind::InvalidValue, e))?;
+        let options = ClientOptions::default()
+            .prefix(prefix)
+            .inherited_holds(handed);
         options
             .validate()
             .map_err(|e| usage(ErrorKind::InvalidValue, format!("--prefix: {e}")))?;

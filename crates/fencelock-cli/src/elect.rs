@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use fencelock::{Client, Election, Leader, Lease, LockOptions};
+use fencelock::{Client, Election, Leader, Lease, LockKind, LockOptions};
 
 use crate::run::{self, Ending, Signals};
 use crate::{exit, output, parse_duration, Failure, Target};
@@ -171,7 +171,7 @@ async fn term(
     let fence = leadership.fence().to_string();
     let spawned = run::spawn(
         &plan.command,
-        &plan.name,
+        (LockKind::Election, &plan.name),
         &fence,
         &[("FENCELOCK_LEADER", value)],
     );

@@ -26,6 +26,7 @@ pub mod exit;
 mod config;
 mod duration;
 mod elect;
+mod holds;
 mod lock;
 mod output;
 mod run;
@@ -148,17 +149,22 @@ semaphore's total is stored in Redis by the first run that finds none, and that 
 rules for every run until it expires; give every run of a name the same N (a run whose N
 differs prints a warning once it holds its permits).
 
-The lock's lease is renewed while the command runs. The command gets FENCELOCK_NAME and
+The lock's lease is renewed while the command runs. The command gets FENCELOCK_NAME,
 FENCELOCK_FENCE (the fencing token: pass it to what you write to, so stale writers can be
-refused). If the lock is lost (Redis unreachable past the lease, or the lock removed), the
+refused) and FENCELOCK_HOLDS (the locks it runs inside, for the fencelock commands it runs: their
+waits count as holding them, so that a deadlock through this run is seen). If the lock is lost (Redis unreachable past the lease, or the lock removed), the
 command's process group gets SIGTERM, then SIGKILL after --kill-grace, and fencelock exits 75.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencelock are passed to the command; the lock is
 released when it exits. fencelock exits with the command's code (128+N if killed by signal N).
 While it waits, fencelock keeps trying a Redis it cannot reach until --wait runs out (for 30 s
 when there is no --wait), then exits 69.
 
+A wait that lasts a second is recorded in Redis, so that `fencelock status --graph` shows who
+waits for whom; with --deadlock-check, a run whose wait closes a cycle of waits gives up and
+exits 79, naming the cycle, so that the others go on.
+
 Exit codes: `fencelock --help` lists every one; -E N replaces 73 (held, with --no-wait) and 74
-(--wait ran out), and 75 means the lock was lost and the command stopped.
+(--wait ran out), 75 means the lock was lost and the command stopped, 79 a deadlock.
 
 Examples:
   fencelock run lottery ./draw-winners.sh
@@ -196,9 +202,10 @@ writers waiting first. With --json, a failure is reported on standard error as o
 object too: {\"error\": \"...\", \"exit_code\": N}.
 
 With --graph, prints the wait-for graph instead: each lock with its holders and the waiters
-that recorded their wait (locks with a deadlock check or a recorded wait, after its interval),
-the tasks each waiter waits for, and every deadlock (a cycle of waits); --json prints it as one
-object, --dot as Graphviz dot.
+that recorded their wait (every wait that has lasted a second, by default), the tasks each
+waiter waits for, the waiters that recorded none yet, and every deadlock (a cycle of waits);
+--json prints it as one object, --dot as Graphviz dot. It exits 79 when it finds a deadlock,
+80 when it cannot tell (some waiters recorded no wait) and 0 when there is none.
 
 Examples:
   fencelock status

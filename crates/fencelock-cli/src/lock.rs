@@ -37,6 +37,17 @@ impl Want {
     pub fn fences(self) -> bool {
         !matches!(self, Want::Foreign(_))
     }
+
+    /// The kind `status` and the wait-for graph list the lock as.
+    pub fn kind(self) -> LockKind {
+        match self {
+            Want::Mutex => LockKind::Mutex,
+            Want::Semaphore { .. } => LockKind::Semaphore,
+            Want::Read | Want::Write => LockKind::RwLock,
+            Want::Fair => LockKind::FairMutex,
+            Want::Foreign(_) => LockKind::ForeignMutex,
+        }
+    }
 }
 
 /// How long to wait for the lock.

@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::holds;
 use crate::lock::{self, Lock, Want};
 use crate::{exit, output, Failure, LockPlan, RunPlan, Target};
 
@@ -27,7 +28,8 @@ pub(crate) async fn run(client: &Client, target: &Target, plan: RunPlan) -> Resu
     let mut signals = Signals::new()?;
     let taken = take(client, target, &plan.lock, &mut signals).await?;
     let fence = fence_of(&taken.guard, plan.lock.want);
-    let mut child = match spawn(&plan.command, &plan.lock.name, &fence, &[]) {
+    let inside = (plan.lock.want.kind(), plan.lock.name.as_str());
+    let mut child = match spawn(&plan.command, inside, &fence, &[]) {
         Ok(child) => child,
         Err(failure) => {
             let _ = taken.guard.unlock().await;
@@ -225,21 +227,26 @@ fn fence_of(guard: &Guard, want: Want) -> String {
     }
 }
 
-/// Starts `command` in a process group of its own, with `FENCELOCK_NAME`, `FENCELOCK_FENCE` and
-/// `more` in its environment.
+/// Starts `command` in a process group of its own, inside the lock `kind` named `name`, with
+/// `FENCELOCK_NAME`, `FENCELOCK_FENCE`, `FENCELOCK_HOLDS` (what this process was handed, and
+/// this lock) and `more` in its environment.
 pub(crate) fn spawn(
     command: &[String],
-    name: &str,
+    (kind, name): (LockKind, &str),
     fence: &str,
     more: &[(&str, &str)],
 ) -> Result<Child, Failure> {
     let (program, rest) = command
         .split_first()
         .ok_or_else(|| Failure::new(exit::USAGE, "no command to run"))?;
+    // Read and checked when the command line was.
+    let handed = holds::handed().unwrap_or_default();
+    let holds = holds::handing_down(&handed, Some((kind, name)));
     Command::new(program)
         .args(rest)
         .env("FENCELOCK_NAME", name)
         .env("FENCELOCK_FENCE", fence)
+        .env(holds::HOLDS_ENV, holds)
         .envs(more.iter().copied())
         .process_group(0)
         .spawn()
