@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use crate::report::Output;
 use crate::{
     bench_dir, election, handoff, market, peers, redlock, renewal, stuck, takeover, uncontended,
-    Result, Settings,
+    waits, Result, Settings,
 };
 
 /// fencelock measured beside the limit of the same Redis and beside its peers, in one run.
@@ -99,6 +99,8 @@ enum Scenario {
     Takeover,
     /// 9: the next waiter behind a first waiter that cannot claim the lock it is offered.
     Stuck,
+    /// 10: what recording every wait for the wait-for graph costs.
+    Waits,
     /// A fencelock election candidate driven on stdin, for the election scenario.
     #[command(hide = true)]
     ElectCandidate {
@@ -220,6 +222,9 @@ async fn run(scenario: &Scenario, settings: &Settings) -> Result<()> {
     }
     if chosen(Scenario::Stuck) {
         stuck::run(settings, &output).await?;
+    }
+    if chosen(Scenario::Waits) {
+        waits::run(settings, &output).await?;
     }
     Ok(())
 }

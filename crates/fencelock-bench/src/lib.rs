@@ -23,6 +23,7 @@ pub mod server;
 pub mod stuck;
 pub mod takeover;
 pub mod uncontended;
+pub mod waits;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -26,7 +26,10 @@ pub(crate) fn handed() -> Result<Vec<(LockKind, String)>, String> {
 
 /// The variable's value for a command run inside `held` (the kind and name of the lock taken
 /// for it), after what this process was handed.
-pub(crate) fn handing_down(handed: &[(LockKind, String)], held: Option<(LockKind, &str)>) -> String {
+pub(crate) fn handing_down(
+    handed: &[(LockKind, String)],
+    held: Option<(LockKind, &str)>,
+) -> String {
     let pairs: Vec<[String; 2]> = handed
         .iter()
         .map(|(kind, name)| (*kind, name.as_str()))

@@ -137,9 +137,12 @@ async fn wait_for_grant<K: Kind>(
         loop {
             let until = wake_at;
             let woken = pin!(async {
-                Ok(tokio::time::timeout_at(until, waiters.woken())
-                    .await
-                    .unwrap_or(None))
+                Ok(
+                    match tokio::time::timeout_at(until, waiters.woken()).await {
+                        Ok(Some((waiter, wake))) => Woke::Release(waiter, wake),
+                        Ok(None) | Err(_) => Woke::Timer,
+                    },
+                )
             });
             let shut_down = pin!(async {
                 shared.holds.shutting_down().await;
@@ -160,7 +163,7 @@ async fn wait_for_grant<K: Kind>(
                     // reason to stop waiting: the next may.
                     _ => {
                         checked.store(true, Ordering::Relaxed);
-                        Ok(None)
+                        Ok(Woke::Checked)
                     }
                 }
             });
@@ -173,15 +176,29 @@ async fn wait_for_grant<K: Kind>(
                 }
             }
             match outcome? {
-                Some((_, Wake::After(offer))) => wake_at = wake_at.min(Instant::now() + offer),
-                Some((waiter, Wake::Now)) => {
+                Woke::Release(_, Wake::After(offer)) => {
+                    wake_at = wake_at.min(Instant::now() + offer);
+                }
+                Woke::Release(waiter, Wake::Now) => {
                     woken_by = Some(waiter);
                     break;
                 }
-                None => break,
+                Woke::Timer => break,
+                // The wait was recorded (and checked): it goes on as it was, asking nothing.
+                Woke::Checked => {}
             }
         }
     }
+}
+
+/// What ended one sleep of a waiter.
+enum Woke<'w> {
+    /// A release concerning it was announced, on this registration.
+    Release(&'w Waiter, Wake),
+    /// Its timer ran out.
+    Timer,
+    /// Its wait was recorded (and, with a deadlock check, checked) and goes on.
+    Checked,
 }
 
 /// A waiter's registrations, one per wake channel of the resource. The first is kept apart so

@@ -264,11 +264,7 @@ pub(crate) async fn read_records(
     keys.truncate(MAX_RECORDED_WAITS);
     let mut records = Vec::with_capacity(keys.len());
     for page in keys.chunks(PAGE) {
-        let mut pipe = redis::pipe();
-        for key in page {
-            pipe.get(key);
-        }
-        let values: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn.clone()).await?;
+        let values = read_values(conn, page).await?;
         for (key, value) in page.iter().zip(values) {
             let (Some(value), Some(task)) = (value, task_of(prefix, key)) else {
                 continue;
@@ -282,6 +278,38 @@ pub(crate) async fn read_records(
         }
     }
     Ok((records, complete))
+}
+
+/// The values of `keys`: in one pipeline on one server; on a cluster, whose pipelines may not
+/// cross slots (and the records' keys have no hash tag in common), one `GET` each, all under
+/// way at once.
+async fn read_values(conn: &Conn, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+    if conn.is_sharded() {
+        let mut gets = tokio::task::JoinSet::new();
+        for (at, key) in keys.iter().enumerate() {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            gets.spawn(async move {
+                let value = redis::cmd("GET")
+                    .arg(key)
+                    .query_async::<Option<Vec<u8>>>(&mut conn)
+                    .await;
+                (at, value)
+            });
+        }
+        let mut values = vec![None; keys.len()];
+        while let Some(done) = gets.join_next().await {
+            let Ok((at, value)) = done else { continue };
+            if let Some(slot) = values.get_mut(at) {
+                *slot = value?;
+            }
+        }
+        return Ok(values);
+    }
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.get(key);
+    }
+    Ok(pipe.query_async(&mut conn.clone()).await?)
 }
 
 /// The task a record's key names: `<prefix>waits:<client>/<task>`.

@@ -633,3 +633,123 @@ async fn the_graph_of_a_big_key_space_tells_its_progress_page_by_page() -> Resul
     held.unlock().await?;
     permit.release().await
 }
+
+/// Every wait is recorded once it has lasted the client's threshold (1 s by default), and a
+/// client that records none leaves the graph unable to say there is no deadlock.
+#[tokio::test]
+async fn waits_are_recorded_by_default_and_a_graph_without_them_cannot_tell() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let holder = common::client_with(&server, ClientOptions::default()).await;
+    let recording = common::client_with(&server, ClientOptions::default()).await;
+    let quiet = common::client_with(&server, ClientOptions::default().record_waits(None)).await;
+    let held = holder.mutex("m")?.lock().await?;
+    let recorded = tokio::spawn({
+        let mutex = recording.mutex("m")?;
+        async move { mutex.lock().await }
+    });
+    // Past the default second, with room: the wait is recorded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let graph = loop {
+        let graph = holder.wait_graph("*").await?;
+        if graph.locks.iter().any(|l| !l.waiters.is_empty()) {
+            break graph;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recorded: {graph:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(graph.verdict(), fencelock::Verdict::NoDeadlock, "{graph:?}");
+    let waited = graph.locks[0].waiters[0].waited;
+    assert!(
+        waited >= Duration::from_millis(900),
+        "recorded after a second: {waited:?}"
+    );
+
+    let unrecorded = tokio::spawn({
+        let mutex = quiet.mutex("m")?;
+        async move { mutex.lock().await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let graph = loop {
+        let graph = holder.wait_graph("*").await?;
+        if graph.unrecorded > 0 {
+            break graph;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never queued: {graph:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(graph.verdict(), fencelock::Verdict::Unknown, "{graph:?}");
+    assert_eq!(graph.locks[0].unrecorded, 1, "{graph:?}");
+    assert_eq!(
+        graph.locks[0].waiters.len(),
+        1,
+        "the other is still recorded"
+    );
+
+    held.unlock().await?;
+    let first = recorded.await.expect("task")?;
+    first.unlock().await?;
+    unrecorded.await.expect("task")?.unlock().await?;
+    Ok(())
+}
+
+/// What recording a wait costs: nothing for a lock taken at once (the uncontended counts above
+/// are the same), and for a waiter one `SET` of its record per interval once it has waited
+/// that long, nothing else.
+#[tokio::test]
+async fn a_recorded_wait_costs_one_set_per_interval() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let interval = Duration::from_millis(200);
+    let holder = common::client(&server).await;
+    let waiter = common::client_with(
+        &server,
+        ClientOptions::default()
+            .holder_label("")
+            .record_waits(Some(interval))
+            // No timer retries while it waits: every command counted is the recording's.
+            .wake_fallback(Duration::from_secs(30)),
+    )
+    .await;
+    let held = holder
+        .mutex_with_options(
+            "m",
+            fencelock::LockOptions::default()
+                .lease(fencelock::Lease::Fixed(Duration::from_secs(30))),
+        )?
+        .lock()
+        .await?;
+    let waiting = tokio::spawn({
+        let mutex = waiter.mutex("m")?;
+        async move { mutex.lock().await }
+    });
+    // Settled in its wait: queued and subscribed.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let watched = Duration::from_secs(2);
+    tokio::time::sleep(watched).await;
+    let ran = commands(&server);
+    held.unlock().await?;
+    waiting.await.expect("task")?.unlock().await?;
+    let sets = ran.get("set").copied().unwrap_or(0);
+    // One per interval while watched, give or take the timer's edges and a loaded machine.
+    let most = u64::try_from(watched.as_millis() / interval.as_millis()).expect("count") + 2;
+    assert!(
+        (1..=most).contains(&sets),
+        "{sets} SETs in {watched:?} at one per {interval:?}: {ran:?}"
+    );
+    let others: u64 = ran
+        .iter()
+        .filter(|(c, _)| *c != "set")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        others, 0,
+        "a waiter sends nothing else while it waits: {ran:?}"
+    );
+    Ok(())
+}
