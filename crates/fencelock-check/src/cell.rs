@@ -17,15 +17,15 @@ use fencelock_testkit::{
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use crate::args::WorkerArgs;
+use crate::config::CellConfig;
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
 use crate::fault::{Fault, FaultPlan, ServerAction};
 use crate::history::{analyse_lanes, Measurement};
-use crate::matrix::MatrixOptions;
 use crate::resource::final_counters;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
-use crate::worker::WorkerArgs;
 
 /// How long workers get to start and connect before the common start time.
 const STARTUP: Duration = Duration::from_millis(1500);
@@ -35,46 +35,6 @@ const STRAGGLER_GRACE: Duration = Duration::from_secs(10);
 const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How often the checker looks whether a worker exited.
 const REAP_POLL: Duration = Duration::from_millis(5);
-
-/// How to run one strategy under one fault.
-#[derive(Clone, Debug)]
-pub struct CellConfig {
-    /// The lock strategy.
-    pub strategy: Strategy,
-    /// The fault.
-    pub fault: Fault,
-    /// The knobs of the matrix, with this cell's own seed, the seed of its fault plan. Naive
-    /// locks round the lease to whole seconds for `EX` and `EXPIRE`; Sentinel deployments use
-    /// at least [`SENTINEL_LEASE`] (see [`CellConfig::lease`]).
-    pub options: MatrixOptions,
-}
-
-/// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
-/// sentinels call a master down after 500 ms, and one failover attempt is bounded by 2 s), so
-/// that a lock can outlive a failover at all.
-pub const SENTINEL_LEASE: Duration = Duration::from_secs(10);
-
-impl CellConfig {
-    /// The lease the run uses.
-    pub fn lease(&self) -> Duration {
-        if self.strategy.deployment() == Deployment::Sentinel {
-            self.options.lease.max(SENTINEL_LEASE)
-        } else {
-            self.options.lease
-        }
-    }
-
-    /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
-    /// few sections, so that a give-up means the lock was not coming back.
-    pub fn acquire_timeout(&self) -> Duration {
-        self.lease() * 3
-    }
-
-    /// How long a paused worker stays stopped, and how long a slow section sleeps.
-    pub fn stall(&self) -> Duration {
-        self.lease() * 5 / 2
-    }
-}
 
 /// What one run measured.
 #[derive(Clone, Debug)]

@@ -43,8 +43,10 @@
 //!
 #![doc = include_str!("../docs/safety.md")]
 
+pub mod args;
 pub mod cell;
 pub mod claim;
+pub mod config;
 pub mod error;
 pub mod event;
 pub mod fault;
@@ -63,11 +65,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 
-pub use cell::{run_cell, CellConfig, CellResult};
+pub use cell::{run_cell, CellResult};
 pub use claim::Claim;
+pub use config::{CellConfig, MatrixOptions};
 pub use error::{CheckError, Result};
 pub use fault::Fault;
-pub use matrix::{full_matrix, run_matrix, short_matrix, table, MatrixOptions, Verdict};
+pub use matrix::{full_matrix, run_matrix, short_matrix, table, Verdict};
 pub use strategy::Strategy;
 
 /// Runs lock strategies with many worker processes under injected faults and checks the
@@ -101,7 +104,7 @@ enum Command {
     },
     /// A worker process (started by the checker itself).
     #[command(hide = true)]
-    Worker(worker::WorkerArgs),
+    Worker(args::WorkerArgs),
 }
 
 #[derive(Debug, Args)]

@@ -13,11 +13,11 @@ use nix::sys::signal::{raise, Signal};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 
+use crate::args::WorkerArgs;
 use crate::error::{CheckError, Result};
 use crate::event::{Event, EventLog};
 use crate::fault::Fault;
 use crate::strategy::{Deployment, Strategy};
-use crate::worker::WorkerArgs;
 
 /// How long a naive waiter sleeps between two tries (seed 000: `Thread.sleep(100)`).
 const NAIVE_POLL: Duration = Duration::from_millis(100);

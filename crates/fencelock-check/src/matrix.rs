@@ -1,58 +1,16 @@
 //! Runs of many cells, their verdicts and the table that reports them.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cell::{run_cell, CellConfig, CellResult};
+use crate::cell::{run_cell, CellResult};
 use crate::claim::Claim;
+use crate::config::{CellConfig, MatrixOptions};
 use crate::error::Result;
 use crate::fault::Fault;
 use crate::rng::Rng;
 use crate::strategy::Strategy;
 use indicatif::{ProgressBar, ProgressStyle};
-
-/// The knobs shared by every cell of a matrix.
-#[derive(Clone, Debug)]
-pub struct MatrixOptions {
-    /// Worker processes per cell.
-    pub workers: usize,
-    /// How long workers take the lock in each cell.
-    pub duration: Duration,
-    /// The lease.
-    pub lease: Duration,
-    /// The time between a section's read and its write, and between two sections.
-    pub work: Duration,
-    /// Faults per cell.
-    pub faults: usize,
-    /// Locks each worker takes at once, one lane each, each lane with a counter of its own.
-    pub lanes: usize,
-    /// The seed: of a matrix, the one every cell's own seed is drawn from; of a
-    /// [`CellConfig`], the cell's own, which its fault plan is drawn from.
-    pub seed: u64,
-    /// The `fencelock-check` executable that workers run.
-    pub worker_exe: PathBuf,
-}
-
-impl MatrixOptions {
-    /// The configuration of the cell `strategy` × `fault`, with its own seed.
-    pub fn cell(&self, strategy: Strategy, fault: Fault) -> CellConfig {
-        let position = Strategy::ALL
-            .iter()
-            .position(|&s| s == strategy)
-            .unwrap_or(0)
-            * 16
-            + Fault::ALL.iter().position(|&f| f == fault).unwrap_or(0);
-        CellConfig {
-            strategy,
-            fault,
-            options: MatrixOptions {
-                seed: Rng::new(self.seed ^ position as u64).next_u64(),
-                ..self.clone()
-            },
-        }
-    }
-}
 
 /// Every strategy under every fault that applies to it.
 pub fn full_matrix() -> Vec<(Strategy, Fault)> {

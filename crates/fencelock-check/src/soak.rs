@@ -15,10 +15,11 @@ use serde::Serialize;
 
 use crate::cell::{run_cell, CellResult};
 use crate::claim::Claim;
+use crate::config::MatrixOptions;
 use crate::error::Result;
 use crate::fault::Fault;
 use crate::history::Measurement;
-use crate::matrix::{MatrixOptions, Verdict};
+use crate::matrix::Verdict;
 use crate::rng::Rng;
 use crate::strategy::Strategy;
 
