@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::fault::Fault;
+use crate::handoff::HANDOFF_LEASE;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy};
 
@@ -73,6 +74,8 @@ impl CellConfig {
     pub fn lease(&self) -> Duration {
         if self.strategy.deployment() == Deployment::Sentinel {
             self.options.lease.max(SENTINEL_LEASE)
+        } else if self.fault.idles() {
+            self.options.lease.max(HANDOFF_LEASE)
         } else {
             self.options.lease
         }

@@ -18,7 +18,14 @@
 //! lock's servers by a proxy ([`fencelock_testkit::Proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
 //! restarted, for Sentinel a failover to a replica that missed the latest grant, and the lock's
-//! Redis's wall clock stepped or running fast (libfaketime, [`fencelock_testkit::FakedClock`]).
+//! Redis's wall clock stepped or running fast (libfaketime, [`fencelock_testkit::FakedClock`]),
+//! and the faults that go after a release's handoff ([`handoff`]): a single-address client
+//! through a failover, pub/sub messages arriving late, a pattern subscription that counts as a
+//! receiver for a dead waiter, a waiter cut off or frozen with its place in line, pub/sub
+//! connections killed before releases, and replies coming back after the lease they grant.
+//! Under those the checker also reads each grant back from the lock's Redis (**unheld
+//! grants**), measures the **longest idle** time of the lock while a worker able to take it
+//! waited, and, for a fair lock, the sections served **out of turn**.
 //! Their schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in
 //! count and time.
 //!
@@ -50,6 +57,7 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod fault;
+pub mod handoff;
 pub mod history;
 pub mod lock;
 pub mod matrix;

@@ -48,6 +48,13 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::FencelockMutex, Fault::MemoryFull),
         (Strategy::FencelockClusterWait, Fault::ClusterKillMaster),
         (Strategy::FencelockMutexFenced, Fault::ClockForwardLease),
+        (Strategy::FencelockMutex, Fault::SingleUrlFailover),
+        (Strategy::FencelockMutexFenced, Fault::PubsubDelay),
+        (Strategy::FencelockMutex, Fault::LateReply),
+        (Strategy::FencelockMutexFenced, Fault::PatternTap),
+        (Strategy::FencelockFairFenced, Fault::HalfOpenWaiter),
+        (Strategy::FencelockMutex, Fault::FrozenWaiter),
+        (Strategy::FencelockFairFenced, Fault::PubsubKill),
     ]
 }
 
@@ -89,7 +96,10 @@ impl Verdict {
     }
 
     fn label(&self, claim: Claim) -> String {
-        let fencelock_claim = matches!(claim, Claim::Exclusive | Claim::Fenced);
+        let fencelock_claim = matches!(
+            claim,
+            Claim::Exclusive | Claim::Fenced | Claim::Live | Claim::InOrder
+        );
         match self {
             Verdict::Holds if fencelock_claim => "holds".into(),
             Verdict::Holds if claim == Claim::DocumentedLoss => "loses, as documented".into(),
@@ -197,9 +207,9 @@ impl Progress {
 
 /// The header of the table [`table`] prints.
 pub const TABLE_HEADER: &str = "| strategy | fault | faults | sections | overlaps | lost updates \
-| stale writes accepted | refused | fences back | availability | entered after a kill | claim \
-| verdict |\n\
-|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
+| stale writes accepted | refused | fences back | availability | entered after a kill \
+| unheld grants | longest idle | out of turn | claim | verdict |\n\
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
 
 /// The results as a Markdown table, one row per cell.
 pub fn table(results: &[CellResult]) -> String {
@@ -222,7 +232,7 @@ fn row(result: &CellResult) -> String {
     let mut line = String::new();
     let _ = writeln!(
         line,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} ms | {} | {} | {} |",
         result.strategy,
         result.fault,
         m.faults,
@@ -235,6 +245,9 @@ fn row(result: &CellResult) -> String {
         m.availability() * 100.0,
         m.entered_after_crash
             .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        m.unheld_grants,
+        m.longest_idle_ms,
+        m.out_of_turn,
         Claim::of(result.strategy, result.fault),
         verdict,
     );

@@ -15,6 +15,7 @@ use crate::args::WorkerArgs;
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event, EventLog};
 use crate::fault::Fault;
+use crate::handoff::{self, FaultWindow};
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
 use crate::strategy::Strategy;
@@ -84,6 +85,7 @@ async fn run_lane(
 ) -> Result<()> {
     let mut log = EventLog::for_lane(lane);
     let timeout = Duration::from_millis(args.acquire_timeout_ms);
+    let mut window = FaultWindow::open(&args).await?;
     while monotonic_nanos() < args.end_ns {
         let due = planned.due();
         let fault = due
@@ -95,6 +97,7 @@ async fn run_lane(
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
         let asked = monotonic_nanos();
+        log.emit(&Event::Ask { t: asked })?;
         let (fence, shared) = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
             Acquired::Held { fence, shared } => (fence, shared),
             Acquired::GaveUp(reason) => {
@@ -113,14 +116,42 @@ async fn run_lane(
             shared,
             asked,
         })?;
-        critical_section(&args, &mut resource, fence, shared, fault, &mut log).await?;
+        // A handoff fault can hand a worker a grant Redis never wrote: read it back.
+        if args.fault.is_handoff() && locker.granted_on_server().await == Some(false) {
+            log.emit(&Event::Unheld {
+                t: monotonic_nanos(),
+            })?;
+        }
+        let hold = window.as_ref().and_then(FaultWindow::hold_now);
+        let section = Section {
+            fence,
+            shared,
+            fault,
+            hold,
+        };
+        critical_section(&args, &mut resource, &section, &mut log).await?;
         log.emit(&Event::Exit {
             t: monotonic_nanos(),
         })?;
+        if let (Some(window), Some(_)) = (window.as_mut(), hold) {
+            window.before_release(&mut log).await?;
+        }
         locker.release().await;
         tokio::time::sleep(args.work()).await;
     }
     Ok(())
+}
+
+/// One hold of the lock, as its critical section runs it.
+struct Section {
+    /// The grant's fence, for fenced strategies.
+    fence: Option<u64>,
+    /// Whether the hold is a reader's.
+    shared: bool,
+    /// The fault this section injects, if any.
+    fault: Option<Fault>,
+    /// How long it lasts, inside a fault's window.
+    hold: Option<Duration>,
 }
 
 /// Reads the counter, lets time pass (and the fault happen), and writes it back plus one; a
@@ -128,11 +159,15 @@ async fn run_lane(
 async fn critical_section(
     args: &WorkerArgs,
     resource: &mut Resource,
-    fence: Option<u64>,
-    shared: bool,
-    fault: Option<Fault>,
+    section: &Section,
     log: &mut EventLog,
 ) -> Result<()> {
+    let Section {
+        fence,
+        shared,
+        fault,
+        hold,
+    } = *section;
     let sent = monotonic_nanos();
     let value = resource.read(fence).await?;
     log.emit(&Event::Read {
@@ -165,6 +200,11 @@ async fn critical_section(
             // section goes on meanwhile, without renewals.
             tokio::time::sleep(args.lease() * 5 / 2).await;
         }
+        // A holder long inside, while the checker stops a worker waiting behind it (which thus
+        // has a place in line), or while the waiters line up far apart.
+        Some(Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter) => {
+            tokio::time::sleep(handoff::HOLD_LONG).await;
+        }
         // Part of a server fault's scenario rather than a fault of its own: a holder that stays
         // inside, within its lease, while the servers fail.
         Some(
@@ -191,7 +231,7 @@ async fn critical_section(
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
-    tokio::time::sleep(args.work()).await;
+    tokio::time::sleep(hold.unwrap_or_else(|| args.work())).await;
     if shared {
         return Ok(());
     }
