@@ -212,7 +212,7 @@ fn drive(
     for (_, index) in heals {
         heal(workers, links, index)?;
     }
-    if let Some(step) = watch.as_mut().and_then(VictimWatch::pending_heal) {
+    for step in watch.as_mut().map(VictimWatch::pending).unwrap_or_default() {
         take_step(step, workers, links)?;
     }
     Ok(server_faults)
@@ -220,22 +220,16 @@ fn drive(
 
 /// What a server action does to the workers' links: a promotion sends their new connections to
 /// the new master and closes their command connections, so that they reconnect there while
-/// their pub/sub connections stay on the demoted node; a delay holds back what the server
-/// sends on their pub/sub connections.
+/// their pub/sub connections stay on the demoted node.
 fn apply_to_links(action: &ServerAction, links: &[Vec<Proxy>], lock_servers: &LockServers) {
+    if action != &ServerAction::PromoteReplica {
+        return;
+    }
     for proxy in links.iter().flatten() {
-        match action {
-            ServerAction::PromoteReplica => {
-                if let Some(master) = lock_servers.master_addr() {
-                    proxy.set_upstream(master);
-                }
-                proxy.close_connection(COMMAND_CONNECTION);
-            }
-            ServerAction::DelayPubsub(delay) => {
-                proxy.delay_connection(PUBSUB_CONNECTION, *delay);
-            }
-            _ => {}
+        if let Some(master) = lock_servers.master_addr() {
+            proxy.set_upstream(master);
         }
+        proxy.close_connection(COMMAND_CONNECTION);
     }
 }
 
@@ -247,33 +241,43 @@ const PUBSUB_CONNECTION: usize = 1;
 
 /// Stops the victim of a waiter fault, or lets it go on, and writes so into its history.
 fn take_step(step: Step, workers: &mut WorkerSet, links: &[Vec<Proxy>]) -> Result<()> {
-    let (index, hit, stopped) = match step {
-        Step::Hit(index, hit) => (index, hit, true),
-        Step::Heal(index, hit) => (index, hit, false),
-    };
+    let links = links.get(index_of(step)).into_iter().flatten();
     let t = monotonic_nanos();
-    match hit {
-        WaiterHit::Kill => {
-            workers.killed.insert(index);
-            workers.signal(index, Signal::SIGKILL)?;
-        }
-        WaiterHit::Stop if stopped => workers.signal(index, Signal::SIGSTOP)?,
-        WaiterHit::Stop => workers.signal(index, Signal::SIGCONT)?,
-        WaiterHit::Cut => {
-            for link in links.get(index).into_iter().flatten() {
-                link.set_cut(stopped);
+    match step {
+        Step::Hit(index, hit) => {
+            match hit {
+                WaiterHit::Kill => {
+                    workers.killed.insert(index);
+                    workers.signal(index, Signal::SIGKILL)?;
+                }
+                WaiterHit::Stop => workers.signal(index, Signal::SIGSTOP)?,
+                WaiterHit::Cut => links.for_each(|link| link.set_cut(true)),
+                WaiterHit::StopLate => {
+                    links.for_each(|link| link.set_cut_connection(PUBSUB_CONNECTION, true));
+                    workers.signal(index, Signal::SIGSTOP)?;
+                }
             }
+            workers.record(index, &Event::Out { t });
+        }
+        Step::Heal(index, hit) => {
+            match hit {
+                WaiterHit::Kill => {}
+                WaiterHit::Stop | WaiterHit::StopLate => workers.signal(index, Signal::SIGCONT)?,
+                WaiterHit::Cut => links.for_each(|link| link.set_cut(false)),
+            }
+            workers.record(index, &Event::Back { t });
+        }
+        Step::Deliver(_) => {
+            links.for_each(|link| link.set_cut_connection(PUBSUB_CONNECTION, false));
         }
     }
-    workers.record(
-        index,
-        &if stopped {
-            Event::Out { t }
-        } else {
-            Event::Back { t }
-        },
-    );
     Ok(())
+}
+
+fn index_of(step: Step) -> usize {
+    match step {
+        Step::Hit(index, _) | Step::Heal(index, _) | Step::Deliver(index) => index,
+    }
 }
 
 /// Ends what was done to worker `index`: resumes it, and heals its links.

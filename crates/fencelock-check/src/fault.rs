@@ -102,10 +102,11 @@ pub enum Fault {
     /// its pub/sub connection stays on the demoted node, which now relays the new master's
     /// PUBLISH as a replica does. The new master counts no receiver for a waiter.
     SingleUrlFailover,
-    /// Pub/sub messages come late: what the lock's Redis sends on every worker's pub/sub
-    /// connection is held back half a lease while the lock's Redis stops for 1.5 leases, so
-    /// that a waiter whose attempt came back too late, and who went on with a new token, hears
-    /// of a grant to its old token only after the new one was refused.
+    /// Pub/sub messages come late: a waiter with its place in line stops (SIGSTOP) for 1.5
+    /// leases, as for [`Fault::FrozenWaiter`], and what the lock's Redis sends on its pub/sub
+    /// connection meanwhile is held back (its proxy stops forwarding that connection) until
+    /// 200 ms after it resumed: the waiter's first request once resumed is refused before it
+    /// hears of the grant that lapsed while it was stopped.
     PubsubDelay,
     /// A pattern subscription on every channel (`PSUBSCRIBE *`, as a monitoring tool holds one)
     /// is open on the lock's Redis, and a waiter dies (SIGKILL) with its place in line: PUBLISH
@@ -137,6 +138,8 @@ pub enum WaiterHit {
     Stop,
     /// Its links to the lock's servers cut, and healed later.
     Cut,
+    /// SIGSTOP with its pub/sub link cut; SIGCONT later, and the link healed a moment after.
+    StopLate,
 }
 
 /// The waiter a waiter fault stops, and from when.
@@ -249,6 +252,7 @@ impl Fault {
             Fault::PatternTap => Some(WaiterHit::Kill),
             Fault::FrozenWaiter => Some(WaiterHit::Stop),
             Fault::HalfOpenWaiter => Some(WaiterHit::Cut),
+            Fault::PubsubDelay => Some(WaiterHit::StopLate),
             _ => None,
         }
     }
@@ -257,7 +261,10 @@ impl Fault {
     /// over), which the run measures with leases of at least
     /// [`HANDOFF_LEASE`](crate::handoff::HANDOFF_LEASE).
     pub fn idles(self) -> bool {
-        self.waiter_hit().is_some() || self == Fault::PubsubKill
+        matches!(
+            self,
+            Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter | Fault::PubsubKill
+        )
     }
 
     /// Whether workers reach the lock's servers through proxies of the checker's, one per
@@ -275,7 +282,7 @@ impl Fault {
     /// Whether replies come back later than a lease under this fault, which workers must wait
     /// for rather than take for a failure.
     pub fn delays_replies(self) -> bool {
-        matches!(self, Fault::PubsubDelay | Fault::LateReply)
+        self == Fault::LateReply
     }
 
     /// How far this fault steps the lock's Redis's wall clock, in a run with leases of `lease`
@@ -420,9 +427,6 @@ pub enum ServerAction {
     /// Swap the lock's master and replica (`FAILOVER`); then send the workers' new connections
     /// to the new master and close their command connections.
     PromoteReplica,
-    /// Hold back what the lock's Redis sends on each worker's pub/sub connection this long
-    /// (zero: no longer).
-    DelayPubsub(Duration),
 }
 
 impl ServerAction {
@@ -440,7 +444,7 @@ impl ServerAction {
                 | ServerAction::MigrateSlot
                 | ServerAction::StepClock(_)
                 | ServerAction::PromoteReplica
-        ) || matches!(self, ServerAction::DelayPubsub(d) if !d.is_zero())
+        )
     }
 }
 
@@ -561,27 +565,6 @@ impl FaultPlan {
                 plan.server_actions
                     .push((when, ServerAction::PromoteReplica));
             }
-            Fault::PubsubDelay => {
-                // The lock's Redis stops as for `Fault::LateReply`, while what it sends on the
-                // pub/sub connections comes half a lease late: a grant announced at the resume
-                // reaches its waiter after that waiter's late reply made it start over with a
-                // new token, and after that token's first refusal.
-                let when = at(rng, 0.2, 0.35);
-                let resume = when + lease * 3 / 2;
-                plan.server_actions.extend([
-                    (
-                        when.saturating_sub(lease / 10),
-                        ServerAction::DelayPubsub(lease / 2),
-                    ),
-                    (when, ServerAction::Pause(vec![0])),
-                    (resume, ServerAction::Resume(vec![0])),
-                    (
-                        resume + lease * 2,
-                        ServerAction::DelayPubsub(Duration::ZERO),
-                    ),
-                ]);
-                plan.worker_faults = vec![Some(resume); workers];
-            }
             Fault::LateReply => {
                 // One stop: sections hold long from the resume on (`FaultWindow`), and a
                 // holder inside across a second stop would lose its lease as a paused holder
@@ -594,7 +577,10 @@ impl FaultPlan {
                 ]);
                 plan.worker_faults = vec![Some(resume); workers];
             }
-            Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter => {
+            Fault::PatternTap
+            | Fault::HalfOpenWaiter
+            | Fault::FrozenWaiter
+            | Fault::PubsubDelay => {
                 // Every worker holds its first section from then on long; the checker stops
                 // the victim behind the first of them (`VictimWatch`).
                 let due = at(rng, 0.15, 0.3);

@@ -74,7 +74,7 @@ impl FaultWindow {
         let lease = args.lease();
         let (length, hold) = match args.fault {
             Fault::PubsubKill => (PUBSUB_KILL_WINDOW, PUBSUB_KILL_HOLD),
-            Fault::PubsubDelay | Fault::LateReply => (lease * 2, lease * 3 / 5),
+            Fault::LateReply => (lease * 2, lease * 3 / 5),
             _ => return Ok(None),
         };
         let killer = match (args.fault, args.lock_urls.first()) {
@@ -173,7 +173,13 @@ pub enum Step {
     Hit(usize, WaiterHit),
     /// Resume it, or heal its links.
     Heal(usize, WaiterHit),
+    /// Heal its pub/sub link, held cut past its resume.
+    Deliver(usize),
 }
+
+/// How long after a victim of pubsub-delay resumed its pub/sub link heals: long enough for its
+/// first request to be answered, well within a lease.
+pub const LATE_DELIVERY: Duration = Duration::from_millis(200);
 
 /// Follows the workers' events to stop the victim of a waiter fault at the moment it bites: the
 /// victim waits (it began an acquire and has not entered) behind another worker that entered
@@ -192,6 +198,8 @@ pub struct VictimWatch {
     aim: Option<(Instant, usize)>,
     /// When to heal, once hit.
     heal_at: Option<Instant>,
+    /// When to heal a pub/sub link held cut past the resume.
+    deliver_at: Option<Instant>,
     hit: bool,
 }
 
@@ -207,6 +215,7 @@ impl VictimWatch {
             inside: vec![false; workers],
             aim: None,
             heal_at: None,
+            deliver_at: None,
             hit: false,
         }
     }
@@ -244,7 +253,10 @@ impl VictimWatch {
 
     /// When the next step is due, if one is planned.
     pub fn next_wake(&self) -> Option<Instant> {
-        self.aim.map(|(at, _)| at).or(self.heal_at)
+        [self.aim.map(|(at, _)| at), self.heal_at, self.deliver_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The step due at `now`, if any. An aim whose holder left or whose victim stopped waiting
@@ -263,16 +275,29 @@ impl VictimWatch {
         }
         if self.heal_at.is_some_and(|at| at <= now) {
             self.heal_at = None;
+            if self.victim.hit == WaiterHit::StopLate {
+                self.deliver_at = Some(now + LATE_DELIVERY);
+            }
             return Some(Step::Heal(victim, self.victim.hit));
+        }
+        if self.deliver_at.is_some_and(|at| at <= now) {
+            self.deliver_at = None;
+            return Some(Step::Deliver(victim));
         }
         None
     }
 
-    /// The heal still owed at the end of the run, if the victim is still stopped or cut off.
-    pub fn pending_heal(&mut self) -> Option<Step> {
-        self.heal_at
+    /// What is still owed to the victim at the end of the run, if it is still stopped or cut
+    /// off: its heal, and its pub/sub link.
+    pub fn pending(&mut self) -> Vec<Step> {
+        let victim = self.victim.worker;
+        let heal = self
+            .heal_at
             .take()
-            .map(|_| Step::Heal(self.victim.worker, self.victim.hit))
+            .map(|_| Step::Heal(victim, self.victim.hit));
+        let late = heal.is_some() && self.victim.hit == WaiterHit::StopLate;
+        let deliver = (self.deliver_at.take().is_some() || late).then_some(Step::Deliver(victim));
+        heal.into_iter().chain(deliver).collect()
     }
 }
 
@@ -316,7 +341,7 @@ mod tests {
         let heal_at = hit_at + Duration::from_secs(6);
         assert_eq!(watch.next_wake(), Some(heal_at));
         assert_eq!(watch.step(heal_at), Some(Step::Heal(1, WaiterHit::Stop)));
-        assert_eq!(watch.pending_heal(), None);
+        assert_eq!(watch.pending(), Vec::new());
     }
 
     #[test]
@@ -332,6 +357,6 @@ mod tests {
         watch.saw(0, &ENTER, entered + HIT_AFTER);
         watch.saw(1, &ENTER, entered + HIT_AFTER);
         assert_eq!(watch.step(entered + HIT_AFTER * 2), None);
-        assert_eq!(watch.pending_heal(), None);
+        assert_eq!(watch.pending(), Vec::new());
     }
 }

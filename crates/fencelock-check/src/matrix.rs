@@ -208,7 +208,7 @@ impl Progress {
 /// The header of the table [`table`] prints.
 pub const TABLE_HEADER: &str = "| strategy | fault | faults | sections | overlaps | lost updates \
 | stale writes accepted | refused | fences back | availability | entered after a kill \
-| unheld grants | longest idle | out of turn | claim | verdict |\n\
+| unheld grants | longest idle (ms) | out of turn | claim | verdict |\n\
 |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
 
 /// The results as a Markdown table, one row per cell.
@@ -232,7 +232,7 @@ fn row(result: &CellResult) -> String {
     let mut line = String::new();
     let _ = writeln!(
         line,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} ms | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} |",
         result.strategy,
         result.fault,
         m.faults,

@@ -116,11 +116,8 @@ async fn run_lane(
             shared,
             asked,
         })?;
-        // A handoff fault can hand a worker a grant Redis never wrote: read it back.
-        if args.fault.is_handoff() && locker.granted_on_server().await == Some(false) {
-            log.emit(&Event::Unheld {
-                t: monotonic_nanos(),
-            })?;
+        if args.fault.is_handoff() {
+            read_grant_back(&args, &locker, &mut log).await?;
         }
         let hold = window.as_ref().and_then(FaultWindow::hold_now);
         let section = Section {
@@ -141,6 +138,25 @@ async fn run_lane(
     }
     Ok(())
 }
+
+/// Reads the grant just acquired back from the lock's Redis, and logs it unheld when Redis
+/// shows another fence or none: a handoff fault can hand a worker a grant that Redis never
+/// wrote. Only a prompt answer tells, and only a prompt answer is waited for: a read held up
+/// (by a stopped Redis) would hold the section past a lease that cannot be renewed meanwhile,
+/// and find that lease ended.
+async fn read_grant_back(args: &WorkerArgs, locker: &Locker, log: &mut EventLog) -> Result<()> {
+    let within = args.lease() / READ_BACK_WITHIN;
+    if let Ok(Some(false)) = tokio::time::timeout(within, locker.granted_on_server()).await {
+        log.emit(&Event::Unheld {
+            t: monotonic_nanos(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The share of the lease within which a read-back must answer to count: a renewed lease never
+/// ends that soon after its grant.
+const READ_BACK_WITHIN: u32 = 4;
 
 /// One hold of the lock, as its critical section runs it.
 struct Section {
@@ -202,7 +218,9 @@ async fn critical_section(
         }
         // A holder long inside, while the checker stops a worker waiting behind it (which thus
         // has a place in line), or while the waiters line up far apart.
-        Some(Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter) => {
+        Some(
+            Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter | Fault::PubsubDelay,
+        ) => {
             tokio::time::sleep(handoff::HOLD_LONG).await;
         }
         // Part of a server fault's scenario rather than a fault of its own: a holder that stays
