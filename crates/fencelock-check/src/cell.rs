@@ -156,14 +156,9 @@ fn drive(
     let mut server_faults = 0;
     // Workers to resume or reconnect, and when.
     let mut heals: Vec<(Instant, usize)> = Vec::new();
-    let mut watch = plan.victim.map(|victim| {
-        VictimWatch::new(
-            victim,
-            config.options.workers,
-            start,
-            config.lease() * 3 / 2,
-        )
-    });
+    let mut watch = plan
+        .victim
+        .map(|victim| VictimWatch::new(victim, config.options.workers, start));
     while workers.open > 0 {
         let now = Instant::now();
         if now >= hard_deadline {

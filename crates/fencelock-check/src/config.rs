@@ -84,7 +84,12 @@ impl CellConfig {
     /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
     /// few sections, so that a give-up means the lock was not coming back.
     pub fn acquire_timeout(&self) -> Duration {
-        self.lease() * 3
+        // A waiter stopped three leases under pubsub-delay must still be waiting once resumed.
+        if self.fault == Fault::PubsubDelay {
+            self.lease() * 6
+        } else {
+            self.lease() * 3
+        }
     }
 
     /// How long a paused worker stays stopped, and how long a slow section sleeps.

@@ -102,8 +102,9 @@ pub enum Fault {
     /// its pub/sub connection stays on the demoted node, which now relays the new master's
     /// PUBLISH as a replica does. The new master counts no receiver for a waiter.
     SingleUrlFailover,
-    /// Pub/sub messages come late: a waiter with its place in line stops (SIGSTOP) for 1.5
-    /// leases, as for [`Fault::FrozenWaiter`], and what the lock's Redis sends on its pub/sub
+    /// Pub/sub messages come late: a waiter with its place in line stops (SIGSTOP) for two
+    /// leases, early in the run, as for [`Fault::FrozenWaiter`] (acquires wait six leases here,
+    /// so that it still waits once resumed), and what the lock's Redis sends on its pub/sub
     /// connection meanwhile is held back (its proxy stops forwarding that connection) until
     /// 200 ms after it resumed: the waiter's first request once resumed is refused before it
     /// hears of the grant that lapsed while it was stopped.
@@ -147,11 +148,15 @@ pub enum WaiterHit {
 pub struct Victim {
     /// The worker.
     pub worker: usize,
-    /// From when, from the start of the run: the checker stops it behind the first holder to
-    /// enter from then on (see [`crate::handoff::VictimWatch`]).
+    /// The worker it is stopped behind, which holds its first section from `due` on long.
+    pub holder: usize,
+    /// From when, from the start of the run: the checker stops the victim once the holder
+    /// entered from then on (see [`crate::handoff::VictimWatch`]).
     pub due: Duration,
     /// How it is stopped.
     pub hit: WaiterHit,
+    /// For how long, unless it is killed.
+    pub out_for: Duration,
 }
 
 impl Fault {
@@ -581,12 +586,28 @@ impl FaultPlan {
             | Fault::HalfOpenWaiter
             | Fault::FrozenWaiter
             | Fault::PubsubDelay => {
-                // Every worker holds its first section from then on long; the checker stops
-                // the victim behind the first of them (`VictimWatch`).
-                let due = at(rng, 0.15, 0.3);
-                plan.worker_faults = vec![Some(due); workers];
-                let worker = rng.distinct(1, workers).first().copied().unwrap_or(0);
-                plan.victim = fault.waiter_hit().map(|hit| Victim { worker, due, hit });
+                // One worker, the holder, holds its first section from then on long; the
+                // checker stops the victim behind it (`VictimWatch`). The others go on with
+                // short sections, so that the victim soon comes first in line and is granted
+                // the lock while stopped. Under pubsub-delay that grant must lapse before the
+                // victim resumes (two leases), and the victim must resume while the others
+                // still contend, so the fault comes early.
+                let (due, out_for) = if fault == Fault::PubsubDelay {
+                    (at(rng, 0.1, 0.2), lease * 2)
+                } else {
+                    (at(rng, 0.15, 0.3), lease * 3 / 2)
+                };
+                let picked = rng.distinct(2, workers);
+                if let (Some(hit), &[worker, holder]) = (fault.waiter_hit(), picked.as_slice()) {
+                    plan.worker_faults[holder] = Some(due);
+                    plan.victim = Some(Victim {
+                        worker,
+                        holder,
+                        due,
+                        hit,
+                        out_for,
+                    });
+                }
             }
             Fault::PubsubKill => {
                 plan.worker_faults = vec![Some(at(rng, 0.2, 0.35)); workers];

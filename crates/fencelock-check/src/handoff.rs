@@ -182,16 +182,14 @@ pub enum Step {
 pub const LATE_DELIVERY: Duration = Duration::from_millis(200);
 
 /// Follows the workers' events to stop the victim of a waiter fault at the moment it bites: the
-/// victim waits (it began an acquire and has not entered) behind another worker that entered
-/// [`HIT_AFTER`] ago, is still inside, and stays inside [`HOLD_LONG`]: the victim's request has
+/// victim waits (it began an acquire and has not entered) behind the planned holder, which
+/// entered [`HIT_AFTER`] ago, is still inside, and stays inside [`HOLD_LONG`]: the victim's request has
 /// been refused, so it has its place in line, and no release is near.
 #[derive(Debug)]
 pub struct VictimWatch {
     victim: Victim,
     /// From when the victim may be hit.
     due: Instant,
-    /// How long a stop or a cut lasts.
-    out_for: Duration,
     asking: Vec<bool>,
     inside: Vec<bool>,
     /// When to hit, and the holder the victim waits behind.
@@ -204,13 +202,11 @@ pub struct VictimWatch {
 }
 
 impl VictimWatch {
-    /// Watches `workers` workers for `victim`, due `start + victim.due`; a stop or a cut lasts
-    /// `out_for`.
-    pub fn new(victim: Victim, workers: usize, start: Instant, out_for: Duration) -> VictimWatch {
+    /// Watches `workers` workers for `victim`, due `start + victim.due`.
+    pub fn new(victim: Victim, workers: usize, start: Instant) -> VictimWatch {
         VictimWatch {
             victim,
             due: start + victim.due,
-            out_for,
             asking: vec![false; workers],
             inside: vec![false; workers],
             aim: None,
@@ -239,7 +235,7 @@ impl VictimWatch {
                 *inside = true;
                 if !self.hit
                     && self.aim.is_none()
-                    && worker != self.victim.worker
+                    && worker == self.victim.holder
                     && now >= self.due
                 {
                     self.aim = Some((now + HIT_AFTER, worker));
@@ -269,7 +265,8 @@ impl VictimWatch {
             let waiting = self.asking.get(victim).copied().unwrap_or(false);
             if holding && waiting && now < at + HOLD_LONG / 2 {
                 self.hit = true;
-                self.heal_at = (self.victim.hit != WaiterHit::Kill).then(|| now + self.out_for);
+                self.heal_at =
+                    (self.victim.hit != WaiterHit::Kill).then(|| now + self.victim.out_for);
                 return Some(Step::Hit(victim, self.victim.hit));
             }
         }
@@ -309,9 +306,11 @@ mod tests {
         let victim = Victim {
             worker: 1,
             due: Duration::from_millis(50),
+            holder: 2,
             hit: WaiterHit::Stop,
+            out_for: Duration::from_secs(6),
         };
-        VictimWatch::new(victim, 3, start, Duration::from_secs(6))
+        VictimWatch::new(victim, 3, start)
     }
 
     const ASK: Event = Event::Ask { t: 0 };
