@@ -2,6 +2,7 @@
 //! spawns the worker processes, carries out the server side of the fault plan, resumes paused
 //! workers, collects every worker's events and checks the history.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
@@ -17,15 +18,16 @@ use fencelock_testkit::{
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use crate::args::WorkerArgs;
+use crate::config::CellConfig;
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event};
-use crate::fault::{Fault, FaultPlan, ServerAction};
+use crate::fault::{Fault, FaultPlan, ServerAction, WaiterHit};
+use crate::handoff::{Step, Tap, VictimWatch};
 use crate::history::{analyse_lanes, Measurement};
-use crate::matrix::MatrixOptions;
 use crate::resource::final_counters;
 use crate::rng::Rng;
 use crate::strategy::{Deployment, Strategy, REDLOCK_MASTERS};
-use crate::worker::WorkerArgs;
 
 /// How long workers get to start and connect before the common start time.
 const STARTUP: Duration = Duration::from_millis(1500);
@@ -35,46 +37,6 @@ const STRAGGLER_GRACE: Duration = Duration::from_secs(10);
 const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How often the checker looks whether a worker exited.
 const REAP_POLL: Duration = Duration::from_millis(5);
-
-/// How to run one strategy under one fault.
-#[derive(Clone, Debug)]
-pub struct CellConfig {
-    /// The lock strategy.
-    pub strategy: Strategy,
-    /// The fault.
-    pub fault: Fault,
-    /// The knobs of the matrix, with this cell's own seed, the seed of its fault plan. Naive
-    /// locks round the lease to whole seconds for `EX` and `EXPIRE`; Sentinel deployments use
-    /// at least [`SENTINEL_LEASE`] (see [`CellConfig::lease`]).
-    pub options: MatrixOptions,
-}
-
-/// The shortest lease on a Sentinel deployment: longer than a failover takes here (the
-/// sentinels call a master down after 500 ms, and one failover attempt is bounded by 2 s), so
-/// that a lock can outlive a failover at all.
-pub const SENTINEL_LEASE: Duration = Duration::from_secs(10);
-
-impl CellConfig {
-    /// The lease the run uses.
-    pub fn lease(&self) -> Duration {
-        if self.strategy.deployment() == Deployment::Sentinel {
-            self.options.lease.max(SENTINEL_LEASE)
-        } else {
-            self.options.lease
-        }
-    }
-
-    /// How long one acquire attempt waits: long enough to outlast a dead holder's lease and a
-    /// few sections, so that a give-up means the lock was not coming back.
-    pub fn acquire_timeout(&self) -> Duration {
-        self.lease() * 3
-    }
-
-    /// How long a paused worker stays stopped, and how long a slow section sleeps.
-    pub fn stall(&self) -> Duration {
-        self.lease() * 5 / 2
-    }
-}
 
 /// What one run measured.
 #[derive(Clone, Debug)]
@@ -139,11 +101,17 @@ pub fn run_cell(config: &CellConfig) -> Result<CellResult> {
         fault_at_ns: None,
         lanes: config.options.lanes.max(1),
     };
-    // Only partitions need a proxy in the way: elsewhere workers talk to the servers directly.
-    let links = if config.fault == Fault::Partition {
+    // Only faults on the links need a proxy in the way: elsewhere workers talk to the servers
+    // directly.
+    let links = if config.fault.needs_links() {
         lock_servers.proxies(config.options.workers)?
     } else {
         Vec::new()
+    };
+    let _tap = if config.fault == Fault::PatternTap {
+        Some(Tap::open(lock_servers.first_port())?)
+    } else {
+        None
     };
     let mut workers = WorkerSet::spawn(config, &base, &plan, &links)?;
     let server_faults = drive(
@@ -188,6 +156,9 @@ fn drive(
     let mut server_faults = 0;
     // Workers to resume or reconnect, and when.
     let mut heals: Vec<(Instant, usize)> = Vec::new();
+    let mut watch = plan
+        .victim
+        .map(|victim| VictimWatch::new(victim, config.options.workers, start));
     while workers.open > 0 {
         let now = Instant::now();
         if now >= hard_deadline {
@@ -202,15 +173,25 @@ fn drive(
                 server_faults += 1;
             }
             lock_servers.apply(action)?;
+            apply_to_links(action, links, lock_servers);
+        }
+        if let Some(step) = watch.as_mut().and_then(|w| w.step(now)) {
+            server_faults += usize::from(matches!(step, Step::Hit(..)));
+            take_step(step, workers, links)?;
         }
         let next_wake = heals
             .iter()
             .map(|(at, _)| *at)
             .chain(actions.peek().map(|(at, _)| start + *at))
+            .chain(watch.as_ref().and_then(VictimWatch::next_wake))
             .chain([hard_deadline])
             .min()
             .unwrap_or(hard_deadline);
-        match workers.receive(next_wake.saturating_duration_since(now)) {
+        let received = workers.receive(next_wake.saturating_duration_since(now));
+        if let (Some(watch), Some((index, event))) = (watch.as_mut(), &received) {
+            watch.saw(*index, event, Instant::now());
+        }
+        match received {
             Some((index, Event::Pause { .. })) => {
                 heals.push((Instant::now() + config.stall(), index));
             }
@@ -226,7 +207,72 @@ fn drive(
     for (_, index) in heals {
         heal(workers, links, index)?;
     }
+    for step in watch.as_mut().map(VictimWatch::pending).unwrap_or_default() {
+        take_step(step, workers, links)?;
+    }
     Ok(server_faults)
+}
+
+/// What a server action does to the workers' links: a promotion sends their new connections to
+/// the new master and closes their command connections, so that they reconnect there while
+/// their pub/sub connections stay on the demoted node.
+fn apply_to_links(action: &ServerAction, links: &[Vec<Proxy>], lock_servers: &LockServers) {
+    if action != &ServerAction::PromoteReplica {
+        return;
+    }
+    for proxy in links.iter().flatten() {
+        if let Some(master) = lock_servers.master_addr() {
+            proxy.set_upstream(master);
+        }
+        proxy.close_connection(COMMAND_CONNECTION);
+    }
+}
+
+/// The number, in a worker's proxy, of its client's command connection: a fencelock client
+/// opens it first, while it is made.
+const COMMAND_CONNECTION: usize = 0;
+/// The number of its pub/sub connection, which the client opens right after, in the background.
+const PUBSUB_CONNECTION: usize = 1;
+
+/// Stops the victim of a waiter fault, or lets it go on, and writes so into its history.
+fn take_step(step: Step, workers: &mut WorkerSet, links: &[Vec<Proxy>]) -> Result<()> {
+    let links = links.get(index_of(step)).into_iter().flatten();
+    let t = monotonic_nanos();
+    match step {
+        Step::Hit(index, hit) => {
+            match hit {
+                WaiterHit::Kill => {
+                    workers.killed.insert(index);
+                    workers.signal(index, Signal::SIGKILL)?;
+                }
+                WaiterHit::Stop => workers.signal(index, Signal::SIGSTOP)?,
+                WaiterHit::Cut => links.for_each(|link| link.set_cut(true)),
+                WaiterHit::StopLate => {
+                    links.for_each(|link| link.set_cut_connection(PUBSUB_CONNECTION, true));
+                    workers.signal(index, Signal::SIGSTOP)?;
+                }
+            }
+            workers.record(index, &Event::Out { t });
+        }
+        Step::Heal(index, hit) => {
+            match hit {
+                WaiterHit::Kill => {}
+                WaiterHit::Stop | WaiterHit::StopLate => workers.signal(index, Signal::SIGCONT)?,
+                WaiterHit::Cut => links.for_each(|link| link.set_cut(false)),
+            }
+            workers.record(index, &Event::Back { t });
+        }
+        Step::Deliver(_) => {
+            links.for_each(|link| link.set_cut_connection(PUBSUB_CONNECTION, false));
+        }
+    }
+    Ok(())
+}
+
+fn index_of(step: Step) -> usize {
+    match step {
+        Step::Hit(index, _) | Step::Heal(index, _) | Step::Deliver(index) => index,
+    }
 }
 
 /// Ends what was done to worker `index`: resumes it, and heals its links.
@@ -248,6 +294,8 @@ enum LockServers {
     Cluster(Box<RedisCluster>, u16),
     /// One server whose wall clock the checker steps.
     Clocked(Box<RedisServer>, FakedClock),
+    /// A master and its replica, which swap roles in a failover: the master first.
+    Replicated(Box<[RedisServer; 2]>),
 }
 
 impl LockServers {
@@ -266,6 +314,12 @@ impl LockServers {
                 let clock = FakedClock::with_rate(fault.clock_rate().unwrap_or(1.0));
                 let server = RedisServer::start_with(options.faked_clock(&clock));
                 LockServers::Clocked(Box::new(server), clock)
+            }
+            Deployment::Single if fault == Fault::SingleUrlFailover => {
+                let master = RedisServer::start_with(options.clone());
+                let replica = RedisServer::start_with(options.replica_of(&master));
+                replica.wait_replication_link_up(REPLICATION_WAIT);
+                LockServers::Replicated(Box::new([master, replica]))
             }
             Deployment::Single => LockServers::Masters(vec![RedisServer::start_with(options)]),
             Deployment::Redlock => LockServers::Masters(
@@ -293,15 +347,41 @@ impl LockServers {
             LockServers::Sentinel(group, _) => group.sentinel_urls(),
             LockServers::Cluster(cluster, _) => cluster.urls(),
             LockServers::Clocked(server, _) => vec![server.url()],
+            LockServers::Replicated(pair) => vec![pair[0].url()],
         }
+    }
+
+    /// The port of the (first) master, where a tap subscribes.
+    fn first_port(&self) -> u16 {
+        match self {
+            LockServers::Masters(servers) => servers.first().map_or(0, RedisServer::port),
+            LockServers::Sentinel(group, _) => group.node(0).port(),
+            LockServers::Cluster(cluster, _) => {
+                cluster.nodes().first().map_or(0, RedisServer::port)
+            }
+            LockServers::Clocked(server, _) => server.port(),
+            LockServers::Replicated(pair) => pair[0].port(),
+        }
+    }
+
+    /// Where the master of a replicated pair is now: the replica, once promoted.
+    fn master_addr(&self) -> Option<SocketAddr> {
+        let LockServers::Replicated(pair) = self else {
+            return None;
+        };
+        Some(SocketAddr::from(([127, 0, 0, 1], pair[1].port())))
     }
 
     /// For each of `workers` workers, a proxy to each master, which can cut that worker off.
     fn proxies(&self, workers: usize) -> Result<Vec<Vec<Proxy>>> {
-        let LockServers::Masters(servers) = self else {
-            return Err(CheckError::Usage(
-                "partitions cut workers off masters".into(),
-            ));
+        let servers = match self {
+            LockServers::Masters(servers) => servers.as_slice(),
+            LockServers::Replicated(pair) => &pair[..1],
+            _ => {
+                return Err(CheckError::Usage(
+                    "proxies stand between workers and masters".into(),
+                ))
+            }
         };
         Ok((0..workers)
             .map(|_| {
@@ -315,7 +395,10 @@ impl LockServers {
 
     fn service(&self) -> Option<String> {
         match self {
-            LockServers::Masters(_) | LockServers::Cluster(..) | LockServers::Clocked(..) => None,
+            LockServers::Masters(_)
+            | LockServers::Cluster(..)
+            | LockServers::Clocked(..)
+            | LockServers::Replicated(_) => None,
             LockServers::Sentinel(group, _) => Some(group.service_name().to_owned()),
         }
     }
@@ -379,11 +462,40 @@ impl LockServers {
             (LockServers::Clocked(_, clock), ServerAction::StepClock(millis)) => {
                 clock.set_offset(*millis as f64 / 1000.0);
             }
+            (LockServers::Replicated(pair), ServerAction::PromoteReplica) => {
+                let [master, replica] = pair.as_ref();
+                promote(master, replica)?;
+            }
             // An action for another deployment: the plan never draws one.
             _ => {}
         }
         Ok(())
     }
+}
+
+/// How long a replica gets to connect to its master, or to take its place.
+const REPLICATION_WAIT: Duration = Duration::from_secs(10);
+/// How often the checker asks a replica whether it took its master's place.
+const ROLE_POLL: Duration = Duration::from_millis(10);
+
+/// Swaps `master` and `replica` with `FAILOVER` (the master waits for the replica to have
+/// every write, then they trade roles, the old master becoming the new one's replica) and waits
+/// until the replica says it is the master.
+fn promote(master: &RedisServer, replica: &RedisServer) -> Result<()> {
+    let mut conn = redis::Client::open(master.url())?.get_connection()?;
+    redis::cmd("FAILOVER").exec(&mut conn)?;
+    let mut conn = redis::Client::open(replica.url())?.get_connection()?;
+    let deadline = Instant::now() + REPLICATION_WAIT;
+    while Instant::now() < deadline {
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn)?;
+        if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
+            return Ok(());
+        }
+        thread::sleep(ROLE_POLL);
+    }
+    Err(CheckError::Usage(
+        "the replica did not take its master's place".into(),
+    ))
 }
 
 /// The `maxmemory` of the lock's Redis in the memory faults: room for the locks, and for the
@@ -428,6 +540,8 @@ struct WorkerSet {
     histories: Vec<Vec<Vec<Event>>>,
     garbled: Vec<String>,
     open: usize,
+    /// Workers the checker killed.
+    killed: HashSet<usize>,
 }
 
 impl WorkerSet {
@@ -446,6 +560,7 @@ impl WorkerSet {
             histories: vec![vec![Vec::new(); config.options.workers]; base.lanes],
             garbled: Vec::new(),
             open: 0,
+            killed: HashSet::new(),
         };
         for index in 0..config.options.workers {
             let mut args = base.clone();
@@ -510,6 +625,15 @@ impl WorkerSet {
         }
     }
 
+    /// Writes `event`, one of the checker's own, into each lane of worker `index`'s history.
+    fn record(&mut self, index: usize, event: &Event) {
+        for lane in &mut self.histories {
+            if let Some(history) = lane.get_mut(index) {
+                history.push(event.clone());
+            }
+        }
+    }
+
     fn signal(&self, index: usize, signal: Signal) -> Result<()> {
         if let Some(child) = self.children.get(index) {
             let pid = i32::try_from(child.id())
@@ -536,9 +660,10 @@ impl WorkerSet {
                 lane.get(index)
                     .is_some_and(|h| h.iter().any(|e| matches!(e, Event::Crash { .. })))
             });
+            let killed = crashed || self.killed.contains(&index);
             match child.wait() {
                 Ok(status) if status.success() => {}
-                Ok(status) if crashed && status.signal() == Some(Signal::SIGKILL as i32) => {}
+                Ok(status) if killed && status.signal() == Some(Signal::SIGKILL as i32) => {}
                 Ok(status) => failures.push(format!("worker {index} ended with {status}")),
                 Err(e) => failures.push(format!("worker {index} cannot be reaped: {e}")),
             }

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::fault::Fault;
+use crate::handoff::IDLE_BOUND;
 use crate::history::Measurement;
 use crate::strategy::Strategy;
 
@@ -19,6 +20,13 @@ pub enum Claim {
     /// fencelock claims that fencing protects the resource here: no lost update and no stale write
     /// accepted; two holders at once are expected (a lease cannot stop a paused holder).
     Fenced,
+    /// As [`Claim::Exclusive`], and the lock never sits idle longer than
+    /// [`IDLE_BOUND`] while a worker able to take it waits: a waiter that cannot use a grant
+    /// (dead, stopped, cut off) must not keep the lock for a lease.
+    Live,
+    /// As [`Claim::Live`], and a fair lock serves its waiters in the order they came: nobody is
+    /// served while one that asked well before still waits.
+    InOrder,
     /// fencelock's documentation does not claim safety here; measured for the record.
     NotClaimed,
     /// fencelock's documentation warns that this loses locks (a failover to a replica that never
@@ -50,6 +58,16 @@ impl Claim {
         }
         if strategy.is_fencelock() {
             return match fault {
+                // A release only offers the lock, and a waiter takes it with a request of its
+                // own: a message is never proof of a grant, nor a receiver proof of a waiter.
+                Fault::SingleUrlFailover | Fault::PubsubDelay | Fault::LateReply => {
+                    Claim::Exclusive
+                }
+                Fault::PubsubKill if strategy == Strategy::FencelockFairFenced => Claim::InOrder,
+                Fault::PatternTap
+                | Fault::HalfOpenWaiter
+                | Fault::FrozenWaiter
+                | Fault::PubsubKill => Claim::Live,
                 // The fence keeps rising across a step back only within the fence memory.
                 Fault::ClockBackMemory | Fault::ClockBackIdle => Claim::NotClaimed,
                 Fault::None
@@ -104,10 +122,15 @@ impl Claim {
     /// measured for the record only.
     pub fn holds(self, m: &Measurement) -> Option<bool> {
         let clean_resource = m.lost_updates == 0 && m.stale_writes == 0;
+        let exclusive = m.overlaps == 0
+            && m.unheld_grants == 0
+            && clean_resource
+            && m.entered_after_crash != Some(0);
+        let live = u128::from(m.longest_idle_ms) <= IDLE_BOUND.as_millis();
         match self {
-            Claim::Exclusive => {
-                Some(m.overlaps == 0 && clean_resource && m.entered_after_crash != Some(0))
-            }
+            Claim::Exclusive => Some(exclusive),
+            Claim::Live => Some(exclusive && live),
+            Claim::InOrder => Some(exclusive && live && m.out_of_turn == 0),
             Claim::Fenced => Some(clean_resource),
             Claim::SeedsOverlap | Claim::DocumentedLoss => Some(m.overlaps > 0),
             Claim::SeedsDeadlock => Some(m.entered_after_crash == Some(0) && m.gave_up > 0),
@@ -129,6 +152,8 @@ impl Claim {
     pub fn label(self) -> &'static str {
         match self {
             Claim::Exclusive => "exclusive",
+            Claim::Live => "exclusive, live",
+            Claim::InOrder => "exclusive, live, in order",
             Claim::Fenced => "fenced",
             Claim::NotClaimed => "not claimed",
             Claim::DocumentedLoss => "docs: loses locks",

@@ -80,6 +80,35 @@ pub enum Event {
         /// When it died.
         t: u64,
     },
+    /// The worker begins an acquire: it waits for the lock from now until it enters or gives up.
+    Ask {
+        /// When the acquire began.
+        t: u64,
+    },
+    /// The holder had the lock's Redis close every pub/sub connection (`CLIENT KILL TYPE
+    /// pubsub`), and releases next.
+    KillPubsub {
+        /// When the kill was sent.
+        t: u64,
+    },
+    /// Right after the worker entered, the lock's Redis showed its name held under another
+    /// fence, or not held: the worker holds a grant that Redis never wrote, or no longer has.
+    Unheld {
+        /// When the worker read the lock back.
+        t: u64,
+    },
+    /// Written by the checker, not the worker: the worker can take no part from now on (it was
+    /// killed, stopped, or cut off from the lock's servers while it waited).
+    Out {
+        /// When the checker did it.
+        t: u64,
+    },
+    /// Written by the checker: the worker stopped by [`Event::Out`] was resumed, or its links
+    /// healed.
+    Back {
+        /// When the checker did it.
+        t: u64,
+    },
 }
 
 /// An event on one of a worker's lanes, as a line carries it.

@@ -95,11 +95,73 @@ pub enum Fault {
     /// The same, four times as fast: faster than fencelock renews (every third of the lease).
     #[value(name = "clock-fast-4x")]
     ClockFast4x,
+    /// A client that reaches Redis by one address (a DNS name, a virtual IP, a Kubernetes
+    /// Service, a proxy) through a failover: the lock's master and its replica swap roles
+    /// (`FAILOVER`) while every worker stands back; each worker's new connections go to the new
+    /// master from then on, its command connection is closed so that it reconnects there, and
+    /// its pub/sub connection stays on the demoted node, which now relays the new master's
+    /// PUBLISH as a replica does. The new master counts no receiver for a waiter.
+    SingleUrlFailover,
+    /// Pub/sub messages come late: a waiter with its place in line stops (SIGSTOP) for two
+    /// leases, early in the run, as for [`Fault::FrozenWaiter`] (acquires wait six leases here,
+    /// so that it still waits once resumed), and what the lock's Redis sends on its pub/sub
+    /// connection meanwhile is held back (its proxy stops forwarding that connection) until
+    /// 200 ms after it resumed: the waiter's first request once resumed is refused before it
+    /// hears of the grant that lapsed while it was stopped.
+    PubsubDelay,
+    /// A pattern subscription on every channel (`PSUBSCRIBE *`, as a monitoring tool holds one)
+    /// is open on the lock's Redis, and a waiter dies (SIGKILL) with its place in line: PUBLISH
+    /// counts the tap as a receiver for the dead waiter.
+    PatternTap,
+    /// A waiter with its place in line is cut off from the lock's servers (its links stop
+    /// forwarding without closing, as behind a network that drops packets) for 1.5 leases: its
+    /// pub/sub connection still counts as a receiver.
+    HalfOpenWaiter,
+    /// Every pub/sub connection on the lock's Redis is closed (`CLIENT KILL TYPE pubsub`) just
+    /// before each release, for two seconds; sections last 300 ms meanwhile, so waiters line up
+    /// far apart.
+    PubsubKill,
+    /// The lock's Redis stops (SIGSTOP) for 1.5 leases, so that replies to requests sent
+    /// meanwhile come back after the lease they grant: such a grant must be given back, not
+    /// kept. Workers wait longer for a reply than that.
+    LateReply,
+    /// A waiter with its place in line stops (SIGSTOP) for 1.5 leases: its connections stay
+    /// open and count as receivers, and it reads what was sent to it only once resumed.
+    FrozenWaiter,
+}
+
+/// How the checker stops the victim of a waiter fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaiterHit {
+    /// SIGKILL: it is gone.
+    Kill,
+    /// SIGSTOP, and SIGCONT later.
+    Stop,
+    /// Its links to the lock's servers cut, and healed later.
+    Cut,
+    /// SIGSTOP with its pub/sub link cut; SIGCONT later, and the link healed a moment after.
+    StopLate,
+}
+
+/// The waiter a waiter fault stops, and from when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Victim {
+    /// The worker.
+    pub worker: usize,
+    /// The worker it is stopped behind, which holds its first section from `due` on long.
+    pub holder: usize,
+    /// From when, from the start of the run: the checker stops the victim once the holder
+    /// entered from then on (see [`crate::handoff::VictimWatch`]).
+    pub due: Duration,
+    /// How it is stopped.
+    pub hit: WaiterHit,
+    /// For how long, unless it is killed.
+    pub out_for: Duration,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 26] = [
+    pub const ALL: [Fault; 33] = [
         Fault::None,
         Fault::Kill,
         Fault::Pause,
@@ -126,6 +188,13 @@ impl Fault {
         Fault::ClockBackIdle,
         Fault::ClockFast2x,
         Fault::ClockFast4x,
+        Fault::SingleUrlFailover,
+        Fault::PubsubDelay,
+        Fault::PatternTap,
+        Fault::HalfOpenWaiter,
+        Fault::PubsubKill,
+        Fault::LateReply,
+        Fault::FrozenWaiter,
     ];
 
     /// The name used on the command line and in tables.
@@ -157,7 +226,68 @@ impl Fault {
             Fault::ClockBackIdle => "clock-back-idle",
             Fault::ClockFast2x => "clock-fast-2x",
             Fault::ClockFast4x => "clock-fast-4x",
+            Fault::SingleUrlFailover => "single-url-failover",
+            Fault::PubsubDelay => "pubsub-delay",
+            Fault::PatternTap => "pattern-tap",
+            Fault::HalfOpenWaiter => "half-open-waiter",
+            Fault::PubsubKill => "pubsub-kill",
+            Fault::LateReply => "late-reply",
+            Fault::FrozenWaiter => "frozen-waiter",
         }
+    }
+
+    /// Whether the fault goes after a release's handoff: the waiter it grants the lock to, or
+    /// the message that tells it.
+    pub fn is_handoff(self) -> bool {
+        matches!(
+            self,
+            Fault::SingleUrlFailover
+                | Fault::PubsubDelay
+                | Fault::PatternTap
+                | Fault::HalfOpenWaiter
+                | Fault::PubsubKill
+                | Fault::LateReply
+                | Fault::FrozenWaiter
+        )
+    }
+
+    /// How the checker stops a waiter under this fault, if it does.
+    pub fn waiter_hit(self) -> Option<WaiterHit> {
+        match self {
+            Fault::PatternTap => Some(WaiterHit::Kill),
+            Fault::FrozenWaiter => Some(WaiterHit::Stop),
+            Fault::HalfOpenWaiter => Some(WaiterHit::Cut),
+            Fault::PubsubDelay => Some(WaiterHit::StopLate),
+            _ => None,
+        }
+    }
+
+    /// Whether the fault is about a lock sitting idle (a grant nobody can use, a waiter passed
+    /// over), which the run measures with leases of at least
+    /// [`HANDOFF_LEASE`](crate::handoff::HANDOFF_LEASE).
+    pub fn idles(self) -> bool {
+        matches!(
+            self,
+            Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter | Fault::PubsubKill
+        )
+    }
+
+    /// Whether workers reach the lock's servers through proxies of the checker's, one per
+    /// worker, which the fault acts on.
+    pub fn needs_links(self) -> bool {
+        matches!(
+            self,
+            Fault::Partition
+                | Fault::SingleUrlFailover
+                | Fault::PubsubDelay
+                | Fault::HalfOpenWaiter
+        )
+    }
+
+    /// Whether replies come back later than a lease under this fault, which workers must wait
+    /// for rather than take for a failure.
+    pub fn delays_replies(self) -> bool {
+        self == Fault::LateReply
     }
 
     /// How far this fault steps the lock's Redis's wall clock, in a run with leases of `lease`
@@ -189,7 +319,7 @@ impl Fault {
     /// it takes it again, in a run with leases of `lease`.
     pub fn quiet(self, lease: Duration) -> Option<Duration> {
         match self {
-            Fault::Failover => Some(FAILOVER_QUIET),
+            Fault::Failover | Fault::SingleUrlFailover => Some(FAILOVER_QUIET),
             Fault::ClockBackIdle => Some(lease * 3),
             _ => None,
         }
@@ -214,6 +344,9 @@ impl Fault {
     /// a single server's restart has the minority restart as its RedLock counterpart, and a
     /// Sentinel deployment is there for its failover.
     pub fn applies_to(self, strategy: Strategy) -> bool {
+        if self.is_handoff() {
+            return strategy.hands_over();
+        }
         match (strategy.deployment(), self) {
             (_, Fault::None) => true,
             (Deployment::Sentinel, fault) => fault == Fault::Failover,
@@ -296,6 +429,9 @@ pub enum ServerAction {
     FreeMemory,
     /// Step the lock's Redis's wall clock to this many milliseconds from the true one.
     StepClock(i64),
+    /// Swap the lock's master and replica (`FAILOVER`); then send the workers' new connections
+    /// to the new master and close their command connections.
+    PromoteReplica,
 }
 
 impl ServerAction {
@@ -312,6 +448,7 @@ impl ServerAction {
                 | ServerAction::ClusterKillMaster
                 | ServerAction::MigrateSlot
                 | ServerAction::StepClock(_)
+                | ServerAction::PromoteReplica
         )
     }
 }
@@ -324,6 +461,8 @@ pub struct FaultPlan {
     pub worker_faults: Vec<Option<Duration>>,
     /// Server actions, each at its offset from the start of the run, in time order.
     pub server_actions: Vec<(Duration, ServerAction)>,
+    /// The waiter the checker stops, under a waiter fault.
+    pub victim: Option<Victim>,
 }
 
 impl FaultPlan {
@@ -340,6 +479,7 @@ impl FaultPlan {
         let mut plan = FaultPlan {
             worker_faults: vec![None; workers],
             server_actions: Vec::new(),
+            victim: None,
         };
         let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         let at = |rng: &mut Rng, from: f64, to: f64| {
@@ -420,6 +560,57 @@ impl FaultPlan {
                 // The clock drifts from the start; workers hold long from a drawn point on, so
                 // that a holder is inside when a lease ends early on the server.
                 plan.worker_faults = vec![Some(at(rng, 0.2, 0.4)); workers];
+            }
+            Fault::SingleUrlFailover => {
+                // Workers stand back around the swap, as for `Fault::Failover`, so that the
+                // replica has every grant and release when it is promoted.
+                let when = at(rng, 0.2, 0.4).max(FAILOVER_QUIET);
+                let quiet_from = when.saturating_sub(FAILOVER_QUIET * 2 / 3);
+                plan.worker_faults = vec![Some(quiet_from); workers];
+                plan.server_actions
+                    .push((when, ServerAction::PromoteReplica));
+            }
+            Fault::LateReply => {
+                // One stop: sections hold long from the resume on (`FaultWindow`), and a
+                // holder inside across a second stop would lose its lease as a paused holder
+                // does, which is not what this fault is about.
+                let when = at(rng, 0.15, 0.3);
+                let resume = when + lease * 3 / 2;
+                plan.server_actions.extend([
+                    (when, ServerAction::Pause(vec![0])),
+                    (resume, ServerAction::Resume(vec![0])),
+                ]);
+                plan.worker_faults = vec![Some(resume); workers];
+            }
+            Fault::PatternTap
+            | Fault::HalfOpenWaiter
+            | Fault::FrozenWaiter
+            | Fault::PubsubDelay => {
+                // One worker, the holder, holds its first section from then on long; the
+                // checker stops the victim behind it (`VictimWatch`). The others go on with
+                // short sections, so that the victim soon comes first in line and is granted
+                // the lock while stopped. Under pubsub-delay that grant must lapse before the
+                // victim resumes (two leases), and the victim must resume while the others
+                // still contend, so the fault comes early.
+                let (due, out_for) = if fault == Fault::PubsubDelay {
+                    (at(rng, 0.1, 0.2), lease * 2)
+                } else {
+                    (at(rng, 0.15, 0.3), lease * 3 / 2)
+                };
+                let picked = rng.distinct(2, workers);
+                if let (Some(hit), &[worker, holder]) = (fault.waiter_hit(), picked.as_slice()) {
+                    plan.worker_faults[holder] = Some(due);
+                    plan.victim = Some(Victim {
+                        worker,
+                        holder,
+                        due,
+                        hit,
+                        out_for,
+                    });
+                }
+            }
+            Fault::PubsubKill => {
+                plan.worker_faults = vec![Some(at(rng, 0.2, 0.35)); workers];
             }
             Fault::Failover => {
                 let when = at(rng, 0.15, 0.25).max(FAILOVER_QUIET);
@@ -512,6 +703,25 @@ mod tests {
                 &mut Rng::new(9),
             );
             assert!(plan.server_actions.iter().all(|(at, _)| *at < duration));
+        }
+    }
+    #[test]
+    fn the_handoff_faults_apply_to_the_kinds_that_hand_over_and_land_inside_the_run() {
+        let duration = Duration::from_secs(4);
+        let lease = Duration::from_secs(1);
+        for fault in Fault::ALL.into_iter().filter(|f| f.is_handoff()) {
+            assert!(fault.applies_to(Strategy::FencelockFairFenced));
+            assert!(!fault.applies_to(Strategy::FencelockRedlockFenced));
+            assert!(!fault.applies_to(Strategy::SetnxExpire));
+            let plan = FaultPlan::draw(fault, 4, 2, duration, lease, &mut Rng::new(5));
+            assert!(plan.server_actions.iter().all(|(at, _)| *at < duration * 3));
+            assert!(plan.worker_faults.iter().flatten().all(|at| *at < duration));
+            assert_eq!(
+                plan.victim.is_some(),
+                fault.waiter_hit().is_some(),
+                "{fault}"
+            );
+            assert!(plan.victim.is_none_or(|v| v.worker < 4 && v.due < duration));
         }
     }
 }

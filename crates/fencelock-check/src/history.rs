@@ -1,7 +1,9 @@
 //! Checks the merged history of a run: the sections of every worker on the shared monotonic
 //! clock, the writes the resource accepted, and the counter it ended with.
 
-use crate::event::Event;
+use std::time::Duration;
+
+use crate::event::{self, Event};
 
 /// What a run measured.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -29,7 +31,23 @@ pub struct Measurement {
     pub faults: usize,
     /// Sections entered after the first holder was killed, if one was.
     pub entered_after_crash: Option<usize>,
+    /// Sections entered on a grant the lock's Redis did not show right after the entry (read
+    /// back only under the faults that go after a handoff): a holder by a grant that was never
+    /// written, or no longer held.
+    pub unheld_grants: usize,
+    /// The longest time, in milliseconds, the lock had no holder while a worker that could
+    /// take it waited (one not killed, stopped or cut off meanwhile): a lock sitting idle, as
+    /// behind a grant to a waiter that cannot use it.
+    pub longest_idle_ms: u64,
+    /// Sections entered while a worker that asked more than [`ORDER_MARGIN`] earlier still
+    /// waited (neither one stopped meanwhile): served out of turn, which a fair lock must not do.
+    pub out_of_turn: usize,
 }
+
+/// How much earlier one acquire must have begun than another for the checker to call them
+/// ordered: far more than two processes' requests reach Redis apart on a loaded machine, so
+/// that a fair lock's line is never misread.
+pub const ORDER_MARGIN: Duration = Duration::from_millis(100);
 
 impl Measurement {
     /// The share of acquire attempts that got the lock, from 0 to 1 (1 when none was made).
@@ -55,6 +73,9 @@ impl Measurement {
         self.acquired += other.acquired;
         self.gave_up += other.gave_up;
         self.faults += other.faults;
+        self.longest_idle_ms = self.longest_idle_ms.max(other.longest_idle_ms);
+        self.out_of_turn += other.out_of_turn;
+        self.unheld_grants += other.unheld_grants;
         self.entered_after_crash = match (self.entered_after_crash, other.entered_after_crash) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
@@ -98,6 +119,55 @@ struct Section {
     read_done: Option<u64>,
     /// When each accepted write was sent.
     accepted_writes: Vec<u64>,
+    /// Whether its worker was stopped (killed, paused or cut off) while it waited.
+    interrupted: bool,
+}
+
+/// What one worker's history says of its waits, as it is read.
+#[derive(Debug, Default)]
+struct Waits {
+    /// An acquire began and has not ended.
+    asking: bool,
+    /// Since when it waits able to take the lock, while it does.
+    since: Option<u64>,
+    /// Whether the current acquire was stopped meanwhile.
+    interrupted: bool,
+    /// The spans it waited able to take the lock.
+    spans: Vec<(u64, u64)>,
+}
+
+impl Waits {
+    fn ask(&mut self, t: u64) {
+        self.asking = true;
+        self.interrupted = false;
+        self.since = Some(t);
+    }
+
+    /// The acquire ended (entered or gave up) at `t`; whether it was stopped meanwhile.
+    fn end(&mut self, t: u64) -> bool {
+        self.pause(t);
+        self.asking = false;
+        std::mem::take(&mut self.interrupted)
+    }
+
+    fn pause(&mut self, t: u64) {
+        if let Some(since) = self.since.take() {
+            self.spans.push((since, t.max(since)));
+        }
+    }
+
+    fn out(&mut self, t: u64) {
+        if self.asking {
+            self.interrupted = true;
+        }
+        self.pause(t);
+    }
+
+    fn back(&mut self, t: u64) {
+        if self.asking {
+            self.since = Some(t);
+        }
+    }
 }
 
 /// Checks the histories, one per worker in the order it reported, against the counter's final
@@ -108,9 +178,11 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
         ..Measurement::default()
     };
     let mut sections = Vec::new();
+    let mut waiting = Vec::new();
     let mut first_crash: Option<u64> = None;
     for (worker, events) in histories.iter().enumerate() {
         let mut open: Option<Section> = None;
+        let mut waits = Waits::default();
         let mut last_time = 0;
         for event in events {
             match event {
@@ -129,10 +201,21 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
                         shared: *shared,
                         asked: *asked,
                         end: *t,
+                        interrupted: waits.end(*t),
                         ..Section::default()
                     });
                     last_time = *t;
                 }
+                Event::Ask { t } => {
+                    waits.ask(*t);
+                    last_time = *t;
+                }
+                Event::Unheld { t } => {
+                    m.unheld_grants += 1;
+                    last_time = *t;
+                }
+                Event::Out { t } => waits.out(*t),
+                Event::Back { t } => waits.back(*t),
                 Event::Read { done, value, .. } => {
                     last_time = *done;
                     match (value, open.as_mut()) {
@@ -163,9 +246,13 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
                 }
                 Event::GaveUp { t, .. } => {
                     m.gave_up += 1;
+                    waits.end(*t);
                     last_time = *t;
                 }
-                Event::Pause { t } | Event::Slow { t } | Event::Cut { t } => {
+                Event::Pause { t }
+                | Event::Slow { t }
+                | Event::Cut { t }
+                | Event::KillPubsub { t } => {
                     m.faults += 1;
                     last_time = *t;
                 }
@@ -188,11 +275,15 @@ pub fn analyse(histories: &[Vec<Event>], final_counter: i64, server_faults: usiz
             section.end = last_time.max(section.enter);
             sections.push(section);
         }
+        waits.pause(last_time);
+        waiting.extend(waits.spans);
     }
     sections.sort_by_key(|s| s.enter);
     m.overlaps = count_overlaps(&sections);
     m.stale_writes = count_stale_writes(&sections);
     m.fences_back = count_fences_back(&sections);
+    m.longest_idle_ms = longest_idle(&sections, waiting) / 1_000_000;
+    m.out_of_turn = count_out_of_turn(&sections);
     let accepted: usize = sections.iter().map(|s| s.accepted_writes.len()).sum();
     let accepted = i64::try_from(accepted).unwrap_or(i64::MAX);
     m.lost_updates = u64::try_from(accepted - final_counter).unwrap_or(0);
@@ -278,6 +369,59 @@ fn comes_after(later: &Section, earlier: &Section) -> bool {
         (Some(l), Some(e)) if !later.shared && !earlier.shared => l > e,
         _ => later.enter > earlier.enter,
     }
+}
+
+/// The longest span, in nanoseconds, inside the `waiting` spans (some worker able to take the
+/// lock waited) and outside every section (nobody held it).
+fn longest_idle(sections: &[Section], waiting: Vec<(u64, u64)>) -> u64 {
+    let held = merged(sections.iter().map(|s| (s.enter, s.end)).collect());
+    let mut longest = 0;
+    for (from, to) in merged(waiting) {
+        let mut idle_from = from;
+        for &(enter, end) in held
+            .iter()
+            .filter(|(enter, end)| *end > from && *enter < to)
+        {
+            longest = longest.max(enter.saturating_sub(idle_from));
+            idle_from = idle_from.max(end);
+        }
+        longest = longest.max(to.saturating_sub(idle_from));
+    }
+    longest
+}
+
+/// `spans` sorted and joined where they touch or overlap.
+fn merged(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (from, to) in spans {
+        match joined.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => joined.push((from, to)),
+        }
+    }
+    joined
+}
+
+/// Sections (sorted by entry) entered while a section entered later had begun its acquire more
+/// than [`ORDER_MARGIN`] earlier: that waiter was passed over. Sections whose wait was stopped
+/// by a fault take no part, either way.
+fn count_out_of_turn(sections: &[Section]) -> usize {
+    let margin = event::nanos(ORDER_MARGIN);
+    // The earliest acquire among the sections entered after each one.
+    let mut earliest_after = vec![u64::MAX; sections.len()];
+    let mut earliest = u64::MAX;
+    for (i, section) in sections.iter().enumerate().rev() {
+        earliest_after[i] = earliest;
+        if !section.interrupted {
+            earliest = earliest.min(section.asked);
+        }
+    }
+    sections
+        .iter()
+        .zip(earliest_after)
+        .filter(|(s, earliest)| !s.interrupted && earliest.saturating_add(margin) < s.asked)
+        .count()
 }
 
 #[cfg(test)]
@@ -398,5 +542,64 @@ mod tests {
         assert_eq!(m.gave_up, 1);
         assert_eq!(m.entered_after_crash, Some(0));
         assert!((m.availability() - 2.0 / 3.0).abs() < 1e-9);
+    }
+    const MS: u64 = 1_000_000;
+
+    /// A worker's acquire asked at `asked` ms, entered at `enter` ms and left at `exit` ms.
+    fn waited(asked: u64, enter: u64, exit: u64) -> Vec<Event> {
+        vec![
+            Event::Ask { t: asked * MS },
+            Event::Enter {
+                t: enter * MS,
+                fence: None,
+                shared: false,
+                asked: asked * MS,
+            },
+            Event::Exit { t: exit * MS },
+        ]
+    }
+
+    #[test]
+    fn the_lock_idle_while_someone_waits_is_measured_and_a_stopped_waiter_does_not_count() {
+        // Worker 0 holds from 0 to 10 ms; worker 1 asks at 5 and enters only at 4010 ms.
+        let histories = vec![waited(0, 0, 10), waited(5, 4010, 4020)];
+        assert_eq!(analyse(&histories, 0, 0).longest_idle_ms, 4000);
+        // Stopped from 100 to 3900 ms: it could not have taken the lock meanwhile.
+        let mut stopped = waited(5, 4010, 4020);
+        stopped.insert(1, Event::Out { t: 100 * MS });
+        stopped.insert(2, Event::Back { t: 3900 * MS });
+        let histories = vec![waited(0, 0, 10), stopped];
+        assert_eq!(analyse(&histories, 0, 0).longest_idle_ms, 110);
+        // Nobody waits after the last exit: no idle lock.
+        assert_eq!(analyse(&[waited(0, 0, 10)], 0, 0).longest_idle_ms, 0);
+    }
+
+    #[test]
+    fn a_waiter_passed_over_by_one_that_asked_well_after_is_out_of_turn() {
+        let holder = waited(0, 0, 1000);
+        // Asked at 10 and at 500 ms: served in that order, then the other way round.
+        let in_turn = vec![
+            holder.clone(),
+            waited(10, 1001, 1010),
+            waited(500, 1011, 1020),
+        ];
+        assert_eq!(analyse(&in_turn, 0, 0).out_of_turn, 0);
+        let passed_over = vec![
+            holder.clone(),
+            waited(10, 1011, 1020),
+            waited(500, 1001, 1010),
+        ];
+        assert_eq!(analyse(&passed_over, 0, 0).out_of_turn, 1);
+        // Asked within the margin of each other: their order is not known.
+        let close = vec![holder, waited(10, 1011, 1020), waited(60, 1001, 1010)];
+        assert_eq!(analyse(&close, 0, 0).out_of_turn, 0);
+    }
+
+    #[test]
+    fn a_grant_redis_does_not_show_is_counted() {
+        let mut unheld = section(0, 1, 2, 3, true);
+        unheld.insert(1, Event::Unheld { t: 1 });
+        let m = analyse(&[unheld], 1, 0);
+        assert_eq!((m.unheld_grants, m.sections), (1, 1));
     }
 }

@@ -18,7 +18,14 @@
 //! lock's servers by a proxy ([`fencelock_testkit::Proxy`]), the lock's Redis restarted
 //! without and with `appendfsync always`, for RedLock a minority of masters killed, paused or
 //! restarted, for Sentinel a failover to a replica that missed the latest grant, and the lock's
-//! Redis's wall clock stepped or running fast (libfaketime, [`fencelock_testkit::FakedClock`]).
+//! Redis's wall clock stepped or running fast (libfaketime, [`fencelock_testkit::FakedClock`]),
+//! and the faults that go after a release's handoff ([`handoff`]): a single-address client
+//! through a failover, pub/sub messages arriving late, a pattern subscription that counts as a
+//! receiver for a dead waiter, a waiter cut off or frozen with its place in line, pub/sub
+//! connections killed before releases, and replies coming back after the lease they grant.
+//! Under those the checker also reads each grant back from the lock's Redis (**unheld
+//! grants**), measures the **longest idle** time of the lock while a worker able to take it
+//! waited, and, for a fair lock, the sections served **out of turn**.
 //! Their schedule is drawn from a printed, settable seed ([`fault::FaultPlan`]) and bounded in
 //! count and time.
 //!
@@ -43,11 +50,14 @@
 //!
 #![doc = include_str!("../docs/safety.md")]
 
+pub mod args;
 pub mod cell;
 pub mod claim;
+pub mod config;
 pub mod error;
 pub mod event;
 pub mod fault;
+pub mod handoff;
 pub mod history;
 pub mod lock;
 pub mod matrix;
@@ -63,11 +73,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 
-pub use cell::{run_cell, CellConfig, CellResult};
+pub use cell::{run_cell, CellResult};
 pub use claim::Claim;
+pub use config::{CellConfig, MatrixOptions};
 pub use error::{CheckError, Result};
 pub use fault::Fault;
-pub use matrix::{full_matrix, run_matrix, short_matrix, table, MatrixOptions, Verdict};
+pub use matrix::{full_matrix, run_matrix, short_matrix, table, Verdict};
 pub use strategy::Strategy;
 
 /// Runs lock strategies with many worker processes under injected faults and checks the
@@ -101,7 +112,7 @@ enum Command {
     },
     /// A worker process (started by the checker itself).
     #[command(hide = true)]
-    Worker(worker::WorkerArgs),
+    Worker(args::WorkerArgs),
 }
 
 #[derive(Debug, Args)]

@@ -13,11 +13,12 @@ use nix::sys::signal::{raise, Signal};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 
+use crate::args::WorkerArgs;
 use crate::error::{CheckError, Result};
 use crate::event::{Event, EventLog};
 use crate::fault::Fault;
+use crate::handoff::SLOW_REPLY_LEASES;
 use crate::strategy::{Deployment, Strategy};
-use crate::worker::WorkerArgs;
 
 /// How long a naive waiter sleeps between two tries (seed 000: `Thread.sleep(100)`).
 const NAIVE_POLL: Duration = Duration::from_millis(100);
@@ -109,6 +110,15 @@ impl Locker {
         match self {
             Locker::Naive(lock) => lock.release().await,
             Locker::Fencelock(lock) => lock.release().await,
+        }
+    }
+
+    /// Whether the lock's Redis records the grant just acquired: its name held, with the
+    /// guard's fence. `None` for a naive lock, or when the lock's Redis could not be read.
+    pub async fn granted_on_server(&self) -> Option<bool> {
+        match self {
+            Locker::Naive(_) => None,
+            Locker::Fencelock(lock) => lock.granted_on_server().await,
         }
     }
 }
@@ -336,6 +346,10 @@ fn wall_millis() -> i64 {
 #[derive(Debug)]
 pub struct FencelockLock {
     fenced: bool,
+    /// The client, and the name whose grant it reads back from the lock's Redis after each
+    /// acquire, under the faults that go after a handoff.
+    client: Client,
+    name: String,
     lock: FencelockKind,
     guard: Option<Guard>,
     /// Holds taken so far: a read-write lock takes every other one shared.
@@ -390,6 +404,12 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
             let options = ClientOptions::default().fence_memory(args.lease());
             Client::connect_with_options(first_url(args)?, options).await?
         }
+        // Replies may come back later than a lease: they must come back, not time out.
+        Deployment::Single if args.fault.delays_replies() => {
+            let options =
+                ClientOptions::default().response_timeout(args.lease() * SLOW_REPLY_LEASES);
+            Client::connect_with_options(first_url(args)?, options).await?
+        }
         Deployment::Single => Client::connect(first_url(args)?).await?,
     })
 }
@@ -419,6 +439,8 @@ impl FencelockLock {
         };
         Ok(FencelockLock {
             fenced: strategy.is_fenced(),
+            client: client.clone(),
+            name: name.to_owned(),
             lock,
             guard: None,
             holds: 0,
@@ -451,6 +473,12 @@ impl FencelockLock {
                 Acquired::GaveUp(e.to_string())
             }
         }
+    }
+
+    async fn granted_on_server(&self) -> Option<bool> {
+        let fence = self.guard.as_ref()?.fence();
+        let held = self.client.locks_named(&self.name).await.ok()?;
+        Some(held.iter().any(|info| info.fence == Some(fence)))
     }
 
     async fn release(&mut self) {

@@ -1,58 +1,16 @@
 //! Runs of many cells, their verdicts and the table that reports them.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cell::{run_cell, CellConfig, CellResult};
+use crate::cell::{run_cell, CellResult};
 use crate::claim::Claim;
+use crate::config::{CellConfig, MatrixOptions};
 use crate::error::Result;
 use crate::fault::Fault;
 use crate::rng::Rng;
 use crate::strategy::Strategy;
 use indicatif::{ProgressBar, ProgressStyle};
-
-/// The knobs shared by every cell of a matrix.
-#[derive(Clone, Debug)]
-pub struct MatrixOptions {
-    /// Worker processes per cell.
-    pub workers: usize,
-    /// How long workers take the lock in each cell.
-    pub duration: Duration,
-    /// The lease.
-    pub lease: Duration,
-    /// The time between a section's read and its write, and between two sections.
-    pub work: Duration,
-    /// Faults per cell.
-    pub faults: usize,
-    /// Locks each worker takes at once, one lane each, each lane with a counter of its own.
-    pub lanes: usize,
-    /// The seed: of a matrix, the one every cell's own seed is drawn from; of a
-    /// [`CellConfig`], the cell's own, which its fault plan is drawn from.
-    pub seed: u64,
-    /// The `fencelock-check` executable that workers run.
-    pub worker_exe: PathBuf,
-}
-
-impl MatrixOptions {
-    /// The configuration of the cell `strategy` × `fault`, with its own seed.
-    pub fn cell(&self, strategy: Strategy, fault: Fault) -> CellConfig {
-        let position = Strategy::ALL
-            .iter()
-            .position(|&s| s == strategy)
-            .unwrap_or(0)
-            * 16
-            + Fault::ALL.iter().position(|&f| f == fault).unwrap_or(0);
-        CellConfig {
-            strategy,
-            fault,
-            options: MatrixOptions {
-                seed: Rng::new(self.seed ^ position as u64).next_u64(),
-                ..self.clone()
-            },
-        }
-    }
-}
 
 /// Every strategy under every fault that applies to it.
 pub fn full_matrix() -> Vec<(Strategy, Fault)> {
@@ -90,6 +48,13 @@ pub fn short_matrix() -> Vec<(Strategy, Fault)> {
         (Strategy::FencelockMutex, Fault::MemoryFull),
         (Strategy::FencelockClusterWait, Fault::ClusterKillMaster),
         (Strategy::FencelockMutexFenced, Fault::ClockForwardLease),
+        (Strategy::FencelockMutex, Fault::SingleUrlFailover),
+        (Strategy::FencelockMutexFenced, Fault::PubsubDelay),
+        (Strategy::FencelockMutex, Fault::LateReply),
+        (Strategy::FencelockMutexFenced, Fault::PatternTap),
+        (Strategy::FencelockFairFenced, Fault::HalfOpenWaiter),
+        (Strategy::FencelockMutex, Fault::FrozenWaiter),
+        (Strategy::FencelockFairFenced, Fault::PubsubKill),
     ]
 }
 
@@ -131,7 +96,10 @@ impl Verdict {
     }
 
     fn label(&self, claim: Claim) -> String {
-        let fencelock_claim = matches!(claim, Claim::Exclusive | Claim::Fenced);
+        let fencelock_claim = matches!(
+            claim,
+            Claim::Exclusive | Claim::Fenced | Claim::Live | Claim::InOrder
+        );
         match self {
             Verdict::Holds if fencelock_claim => "holds".into(),
             Verdict::Holds if claim == Claim::DocumentedLoss => "loses, as documented".into(),
@@ -239,9 +207,9 @@ impl Progress {
 
 /// The header of the table [`table`] prints.
 pub const TABLE_HEADER: &str = "| strategy | fault | faults | sections | overlaps | lost updates \
-| stale writes accepted | refused | fences back | availability | entered after a kill | claim \
-| verdict |\n\
-|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
+| stale writes accepted | refused | fences back | availability | entered after a kill \
+| unheld grants | longest idle (ms) | out of turn | claim | verdict |\n\
+|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n";
 
 /// The results as a Markdown table, one row per cell.
 pub fn table(results: &[CellResult]) -> String {
@@ -264,7 +232,7 @@ fn row(result: &CellResult) -> String {
     let mut line = String::new();
     let _ = writeln!(
         line,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} |",
         result.strategy,
         result.fault,
         m.faults,
@@ -277,6 +245,9 @@ fn row(result: &CellResult) -> String {
         m.availability() * 100.0,
         m.entered_after_crash
             .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        m.unheld_grants,
+        m.longest_idle_ms,
+        m.out_of_turn,
         Claim::of(result.strategy, result.fault),
         verdict,
     );

@@ -15,10 +15,11 @@ use serde::Serialize;
 
 use crate::cell::{run_cell, CellResult};
 use crate::claim::Claim;
+use crate::config::MatrixOptions;
 use crate::error::Result;
 use crate::fault::Fault;
 use crate::history::Measurement;
-use crate::matrix::{MatrixOptions, Verdict};
+use crate::matrix::Verdict;
 use crate::rng::Rng;
 use crate::strategy::Strategy;
 
@@ -195,13 +196,15 @@ impl SoakReport {
 }
 
 /// The faults a soak draws from for `strategy`: every one that applies to it, the clock's only
-/// where libfaketime can run a server.
+/// where libfaketime can run a server, and none of the handoff faults, whose scenarios (a waiter
+/// stopped behind a holder of the same name, sections held long in a window) are written for one
+/// name per worker: the matrix runs them.
 pub fn soak_faults(strategy: Strategy) -> Vec<Fault> {
     let clock = FakedClock::available();
     Fault::ALL
         .iter()
         .copied()
-        .filter(|f| f.applies_to(strategy) && (clock || !f.is_clock()))
+        .filter(|f| f.applies_to(strategy) && (clock || !f.is_clock()) && !f.is_handoff())
         .collect()
 }
 

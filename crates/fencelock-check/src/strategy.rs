@@ -141,6 +141,18 @@ impl Strategy {
         )
     }
 
+    /// Whether a release hands the lock over to a waiter in the same call and tells it on
+    /// pub/sub: `Mutex`, `FairMutex` and `MultiMutex` on one server.
+    pub fn hands_over(self) -> bool {
+        matches!(
+            self,
+            Strategy::FencelockMutex
+                | Strategy::FencelockMutexFenced
+                | Strategy::FencelockFairFenced
+                | Strategy::FencelockMultiFenced
+        )
+    }
+
     /// Where the lock lives.
     pub fn deployment(self) -> Deployment {
         match self {

@@ -11,109 +11,14 @@ use std::time::Duration;
 use fencelock_testkit::process::monotonic_nanos;
 use nix::sys::signal::{raise, Signal};
 
+use crate::args::WorkerArgs;
 use crate::error::{CheckError, Result};
 use crate::event::{nanos, Event, EventLog};
 use crate::fault::Fault;
+use crate::handoff::{self, FaultWindow};
 use crate::lock::{crash, Acquired, Locker};
 use crate::resource::Resource;
 use crate::strategy::Strategy;
-
-/// What a worker is told on its command line (`fencelock-check worker ...`).
-#[derive(Clone, Debug, clap::Args)]
-pub struct WorkerArgs {
-    /// The lock strategy.
-    #[arg(long)]
-    pub strategy: Strategy,
-    /// The fault of this run.
-    #[arg(long)]
-    pub fault: Fault,
-    /// The lock's servers (one, or five for RedLock).
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub lock_urls: Vec<String>,
-    /// The protected resource's server.
-    #[arg(long)]
-    pub resource_url: String,
-    /// The service the sentinels monitor, when `lock_urls` are sentinels.
-    #[arg(long)]
-    pub service: Option<String>,
-    /// The lock's name.
-    #[arg(long)]
-    pub name: String,
-    /// The lease, in milliseconds.
-    #[arg(long)]
-    pub lease_ms: u64,
-    /// How long one acquire attempt waits, in milliseconds.
-    #[arg(long)]
-    pub acquire_timeout_ms: u64,
-    /// The time between a section's read and its write, and between two sections, in
-    /// milliseconds.
-    #[arg(long)]
-    pub work_ms: u64,
-    /// When to start, in `CLOCK_MONOTONIC` nanoseconds.
-    #[arg(long)]
-    pub start_ns: u64,
-    /// When to stop taking the lock, in `CLOCK_MONOTONIC` nanoseconds.
-    #[arg(long)]
-    pub end_ns: u64,
-    /// When this worker's fault is due, in `CLOCK_MONOTONIC` nanoseconds: it lands in the first
-    /// section entered from then on.
-    #[arg(long)]
-    pub fault_at_ns: Option<u64>,
-    /// How many locks the worker takes at once, one lane each: `name`, then `name:1`, ...
-    #[arg(long, default_value_t = 1)]
-    pub lanes: usize,
-}
-
-impl WorkerArgs {
-    /// The arguments that make `fencelock-check worker` parse back into `self`.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "worker".to_owned(),
-            format!("--strategy={}", self.strategy),
-            format!("--fault={}", self.fault),
-            format!("--lock-urls={}", self.lock_urls.join(",")),
-            format!("--resource-url={}", self.resource_url),
-            format!("--name={}", self.name),
-            format!("--lease-ms={}", self.lease_ms),
-            format!("--acquire-timeout-ms={}", self.acquire_timeout_ms),
-            format!("--work-ms={}", self.work_ms),
-            format!("--start-ns={}", self.start_ns),
-            format!("--end-ns={}", self.end_ns),
-            format!("--lanes={}", self.lanes),
-        ];
-        if let Some(service) = &self.service {
-            args.push(format!("--service={service}"));
-        }
-        if let Some(at) = self.fault_at_ns {
-            args.push(format!("--fault-at-ns={at}"));
-        }
-        args
-    }
-
-    /// The lease.
-    pub(crate) fn lease(&self) -> Duration {
-        Duration::from_millis(self.lease_ms)
-    }
-
-    fn work(&self) -> Duration {
-        Duration::from_millis(self.work_ms)
-    }
-
-    /// How many lanes the worker runs: at least one.
-    pub(crate) fn lanes(&self) -> usize {
-        self.lanes.max(1)
-    }
-
-    /// The lock name of lane `lane`: the run's name for the first, so that a run of one lane
-    /// locks exactly that name.
-    pub(crate) fn lane_name(&self, lane: usize) -> String {
-        if lane == 0 {
-            self.name.clone()
-        } else {
-            format!("{}:{lane}", self.name)
-        }
-    }
-}
 
 /// The worker's planned fault, due at a time, taken by the first lane that holds the lock
 /// from then on.
@@ -180,6 +85,7 @@ async fn run_lane(
 ) -> Result<()> {
     let mut log = EventLog::for_lane(lane);
     let timeout = Duration::from_millis(args.acquire_timeout_ms);
+    let mut window = FaultWindow::open(&args).await?;
     while monotonic_nanos() < args.end_ns {
         let due = planned.due();
         let fault = due
@@ -191,6 +97,7 @@ async fn run_lane(
         // Only `SETNX` + `EXPIRE` becomes the holder before its acquire returns.
         let crash_in_acquire = fault == Some(Fault::Kill) && args.strategy == Strategy::SetnxExpire;
         let asked = monotonic_nanos();
+        log.emit(&Event::Ask { t: asked })?;
         let (fence, shared) = match locker.acquire(timeout, crash_in_acquire, &mut log).await? {
             Acquired::Held { fence, shared } => (fence, shared),
             Acquired::GaveUp(reason) => {
@@ -209,14 +116,58 @@ async fn run_lane(
             shared,
             asked,
         })?;
-        critical_section(&args, &mut resource, fence, shared, fault, &mut log).await?;
+        if args.fault.is_handoff() {
+            read_grant_back(&args, &locker, &mut log).await?;
+        }
+        let hold = window.as_ref().and_then(FaultWindow::hold_now);
+        let section = Section {
+            fence,
+            shared,
+            fault,
+            hold,
+        };
+        critical_section(&args, &mut resource, &section, &mut log).await?;
         log.emit(&Event::Exit {
             t: monotonic_nanos(),
         })?;
+        if let (Some(window), Some(_)) = (window.as_mut(), hold) {
+            window.before_release(&mut log).await?;
+        }
         locker.release().await;
         tokio::time::sleep(args.work()).await;
     }
     Ok(())
+}
+
+/// Reads the grant just acquired back from the lock's Redis, and logs it unheld when Redis
+/// shows another fence or none: a handoff fault can hand a worker a grant that Redis never
+/// wrote. Only a prompt answer tells, and only a prompt answer is waited for: a read held up
+/// (by a stopped Redis) would hold the section past a lease that cannot be renewed meanwhile,
+/// and find that lease ended.
+async fn read_grant_back(args: &WorkerArgs, locker: &Locker, log: &mut EventLog) -> Result<()> {
+    let within = args.lease() / READ_BACK_WITHIN;
+    if let Ok(Some(false)) = tokio::time::timeout(within, locker.granted_on_server()).await {
+        log.emit(&Event::Unheld {
+            t: monotonic_nanos(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The share of the lease within which a read-back must answer to count: a renewed lease never
+/// ends that soon after its grant.
+const READ_BACK_WITHIN: u32 = 4;
+
+/// One hold of the lock, as its critical section runs it.
+struct Section {
+    /// The grant's fence, for fenced strategies.
+    fence: Option<u64>,
+    /// Whether the hold is a reader's.
+    shared: bool,
+    /// The fault this section injects, if any.
+    fault: Option<Fault>,
+    /// How long it lasts, inside a fault's window.
+    hold: Option<Duration>,
 }
 
 /// Reads the counter, lets time pass (and the fault happen), and writes it back plus one; a
@@ -224,11 +175,15 @@ async fn run_lane(
 async fn critical_section(
     args: &WorkerArgs,
     resource: &mut Resource,
-    fence: Option<u64>,
-    shared: bool,
-    fault: Option<Fault>,
+    section: &Section,
     log: &mut EventLog,
 ) -> Result<()> {
+    let Section {
+        fence,
+        shared,
+        fault,
+        hold,
+    } = *section;
     let sent = monotonic_nanos();
     let value = resource.read(fence).await?;
     log.emit(&Event::Read {
@@ -261,6 +216,13 @@ async fn critical_section(
             // section goes on meanwhile, without renewals.
             tokio::time::sleep(args.lease() * 5 / 2).await;
         }
+        // A holder long inside, while the checker stops a worker waiting behind it (which thus
+        // has a place in line), or while the waiters line up far apart.
+        Some(
+            Fault::PatternTap | Fault::HalfOpenWaiter | Fault::FrozenWaiter | Fault::PubsubDelay,
+        ) => {
+            tokio::time::sleep(handoff::HOLD_LONG).await;
+        }
         // Part of a server fault's scenario rather than a fault of its own: a holder that stays
         // inside, within its lease, while the servers fail.
         Some(
@@ -287,7 +249,7 @@ async fn critical_section(
         ) => tokio::time::sleep(args.lease() * 4 / 5).await,
         _ => {}
     }
-    tokio::time::sleep(args.work()).await;
+    tokio::time::sleep(hold.unwrap_or_else(|| args.work())).await;
     if shared {
         return Ok(());
     }

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -208,12 +208,13 @@ enum Direction {
 /// connection's delay, counted from when it was read.
 fn pump(
     mut from: TcpStream,
-    mut to: TcpStream,
+    to: TcpStream,
     flags: &Flags,
     connection: usize,
     direction: Direction,
 ) {
     let _ = from.set_read_timeout(Some(POLL));
+    let mut sink = Sink::new(to, flags, connection, direction);
     let mut buf = [0u8; 16 * 1024];
     while !flags.ended(connection) {
         if flags.cut(connection) {
@@ -228,12 +229,7 @@ fn pump(
                 while flags.cut(connection) && !flags.ended(connection) {
                     thread::sleep(POLL);
                 }
-                if direction == Direction::ToClient {
-                    if let Some(delay) = flags.delay(connection) {
-                        thread::sleep(delay.saturating_sub(read_at.elapsed()));
-                    }
-                }
-                if to.write_all(&buf[..n]).is_err() {
+                if !sink.send(read_at, &buf[..n]) {
                     break;
                 }
             }
@@ -242,7 +238,67 @@ fn pump(
         }
     }
     let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
+    sink.close();
+}
+
+/// Where a pump's bytes go: straight to the server, or, towards the client, through a queue
+/// whose writer holds each chunk back until the connection's delay after it was read. Reading
+/// goes on meanwhile, so a delay is a link's latency: every chunk comes that much later, in
+/// order, however many are on their way.
+enum Sink {
+    Direct(TcpStream),
+    Delayed {
+        queue: mpsc::Sender<(Instant, Vec<u8>)>,
+        writer: thread::JoinHandle<()>,
+    },
+}
+
+impl Sink {
+    fn new(to: TcpStream, flags: &Flags, connection: usize, direction: Direction) -> Sink {
+        if direction == Direction::ToServer {
+            return Sink::Direct(to);
+        }
+        let (queue, chunks) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let flags = flags.clone();
+        let writer = thread::spawn(move || {
+            let mut to = to;
+            for (read_at, chunk) in chunks {
+                if let Some(delay) = flags.delay(connection) {
+                    thread::sleep(delay.saturating_sub(read_at.elapsed()));
+                }
+                while flags.cut(connection) && !flags.ended(connection) {
+                    thread::sleep(POLL);
+                }
+                if flags.ended(connection) || to.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Both);
+        });
+        Sink::Delayed { queue, writer }
+    }
+
+    /// Passes `chunk`, read at `read_at`, on; false when the other side is gone.
+    fn send(&mut self, read_at: Instant, chunk: &[u8]) -> bool {
+        match self {
+            Sink::Direct(to) => to.write_all(chunk).is_ok(),
+            Sink::Delayed { queue, .. } => queue.send((read_at, chunk.to_vec())).is_ok(),
+        }
+    }
+
+    /// Closes the other side, once what is on its way was written (unless the connection was
+    /// closed).
+    fn close(self) {
+        match self {
+            Sink::Direct(to) => {
+                let _ = to.shutdown(Shutdown::Both);
+            }
+            Sink::Delayed { queue, writer } => {
+                drop(queue);
+                let _ = writer.join();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -336,6 +392,32 @@ mod tests {
             .expect("timeout");
         s.read_exact(&mut buf).expect("delivered after the delay");
         assert_eq!(&buf, b"slow");
+    }
+
+    #[test]
+    fn a_delay_is_a_latency_not_a_queue_of_delays() {
+        let proxy = Proxy::start(echo(1));
+        let mut s = TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+        assert!(echoes(&mut s, b"ping", Duration::from_secs(5)));
+        proxy.delay_connection(0, Duration::from_millis(300));
+        let started = Instant::now();
+        let mut buf = [0u8; 4];
+        for chunk in [b"one!", b"two!", b"six!"] {
+            s.write_all(chunk).expect("write");
+            thread::sleep(Duration::from_millis(20));
+        }
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        for chunk in [b"one!", b"two!", b"six!"] {
+            s.read_exact(&mut buf).expect("delivered after the delay");
+            assert_eq!(&buf, chunk);
+        }
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300), "held back: {took:?}");
+        assert!(
+            took < Duration::from_millis(800),
+            "chunks on their way together: {took:?}"
+        );
     }
 
     #[test]
