@@ -74,6 +74,9 @@ pub enum Action {
         /// The wait-for graph (`--graph`), as text, JSON or Graphviz dot (`--dot`), instead of
         /// the table of locks.
         graph: Option<GraphFormat>,
+        /// The one lock named `pattern` kept in another library's layout (`--layout`), instead
+        /// of the locks under the prefix.
+        layout: Option<fencelock::Layout>,
     },
     /// `fencelock top`: a live view of the locks whose names match `pattern`.
     Top {
@@ -86,6 +89,9 @@ pub enum Action {
     Unlock {
         /// The lock's name.
         name: String,
+        /// The lock kept in another library's layout (`--layout`), instead of every kind
+        /// under the prefix.
+        layout: Option<fencelock::Layout>,
     },
     /// `fencelock elect`.
     Elect(ElectPlan),
@@ -231,9 +237,11 @@ impl Action {
                 json,
                 graph,
                 dot,
+                layout,
             }) => Action::Status {
                 pattern,
                 json,
+                layout,
                 graph: match (graph || dot, dot, json) {
                     (false, _, _) => None,
                     (true, true, _) => Some(GraphFormat::Dot),
@@ -245,8 +253,14 @@ impl Action {
             Command::Leader(LeaderArgs { name, watch, json }) => {
                 Action::Leader { name, watch, json }
             }
-            Command::Unlock(UnlockArgs { name, force: true }) => Action::Unlock { name },
-            Command::Unlock(UnlockArgs { name, force: false }) => {
+            Command::Unlock(UnlockArgs {
+                name,
+                force: true,
+                layout,
+            }) => Action::Unlock { name, layout },
+            Command::Unlock(UnlockArgs {
+                name, force: false, ..
+            }) => {
                 return Err(usage(
                     ErrorKind::MissingRequiredArgument,
                     format!(

@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use fencelock::{Client, ClientOptions, Deployment, Layout, Verdict};
+use fencelock::{Client, ClientOptions, Deployment, Layout, LockInfo, Verdict};
 
 pub use config::{Action, Busy, Config, GraphFormat, LockPlan, RunPlan, Target};
 pub use duration::{parse_duration, DurationError};
@@ -144,7 +144,7 @@ otherwise; each kind has its own keys, so a mutex and a semaphore of one name do
 each other. With --layout LIBRARY the lock is kept as that library keeps its own (redis-py,
 node-redlock, go-redsync, rslock, pottery, redis-semaphore, python-redis-lock, redisson), so
 that this run and that library's locks of NAME exclude each other; such a lock has no fencing
-token, and `status` does not list it. A
+token, and `status` and `unlock` reach it with the same --layout and its name. A
 semaphore's total is stored in Redis by the first run that finds none, and that stored total
 rules for every run until it expires; give every run of a name the same N (a run whose N
 differs prints a warning once it holds its permits).
@@ -333,6 +333,11 @@ struct StatusArgs {
     /// Print the wait-for graph as Graphviz dot (implies --graph).
     #[arg(long, conflicts_with = "json")]
     dot: bool,
+    /// The lock named PATTERN (a name, not a glob) kept in another library's layout, under
+    /// that library's key with no prefix: redis-py, node-redlock, go-redsync, rslock, pottery,
+    /// redis-semaphore, python-redis-lock or redisson.
+    #[arg(long, value_name = "LIBRARY", value_parser = parse_layout, conflicts_with_all = ["graph", "dot"])]
+    layout: Option<Layout>,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +372,10 @@ struct UnlockArgs {
     /// Required: this releases a lock someone else holds.
     #[arg(long)]
     force: bool,
+    /// Release the lock NAME kept in another library's layout (as `run --layout`), with that
+    /// library's own release effects, instead of the locks under the prefix.
+    #[arg(long, value_name = "LIBRARY", value_parser = parse_layout)]
+    layout: Option<Layout>,
 }
 
 /// A `--layout` by its library's name.
@@ -496,9 +505,19 @@ async fn dispatch(config: Config) -> Result<u8, Failure> {
             graph: Some(format),
             ..
         } => graph(&client, &pattern, format).await,
+        Action::Status {
+            pattern,
+            json,
+            layout: Some(layout),
+            ..
+        } => foreign_status(&client, layout, &pattern, json).await,
         Action::Status { pattern, json, .. } => status(&client, &pattern, json).await,
         Action::Top { pattern, sort } => top::top(&client, &pattern, sort).await,
-        Action::Unlock { name } => unlock(&client, &name).await,
+        Action::Unlock {
+            name,
+            layout: Some(layout),
+        } => foreign_unlock(&client, layout, &name).await,
+        Action::Unlock { name, .. } => unlock(&client, &name).await,
         Action::Elect(plan) => elect::elect(&client, &config.target, plan).await,
         Action::Leader { name, watch, json } => {
             let args = elect::LeaderArgs { name, watch, json };
@@ -568,6 +587,39 @@ async fn graph(client: &Client, pattern: &str, format: GraphFormat) -> Result<u8
         Verdict::Unknown => exit::UNSEEN_WAITS,
         _ => exit::SUCCESS,
     })
+}
+
+/// `status --layout`: the one lock `name` kept in `layout`.
+async fn foreign_status(
+    client: &Client,
+    layout: Layout,
+    name: &str,
+    json: bool,
+) -> Result<u8, Failure> {
+    let lock = client.foreign_mutex(layout, name)?;
+    let locks: Vec<LockInfo> = lock.info().await?.into_iter().collect();
+    let text = if json {
+        output::json(&locks)
+    } else {
+        output::table(&locks)
+    };
+    output::print(&text);
+    Ok(exit::SUCCESS)
+}
+
+/// `unlock --layout --force`: the lock `name` kept in `layout`, released whoever holds it.
+async fn foreign_unlock(client: &Client, layout: Layout, name: &str) -> Result<u8, Failure> {
+    let lock = client.foreign_mutex(layout, name)?;
+    match lock.force_unlock().await? {
+        Some(info) => {
+            output::print(&format!("removed {}\n", output::describe(&info)));
+            Ok(exit::SUCCESS)
+        }
+        None => Err(Failure::new(
+            exit::NOT_HELD,
+            format!("no lock named {name:?} is held in {layout}'s layout"),
+        )),
+    }
 }
 
 async fn unlock(client: &Client, name: &str) -> Result<u8, Failure> {

@@ -103,8 +103,8 @@ impl Lock {
         })
     }
 
-    /// The kind `status` lists this lock as; none for a foreign layout's, which `status` does
-    /// not list.
+    /// The kind `status` lists this lock as; none for a foreign layout's, which `status` lists
+    /// only when asked with `--layout`.
     pub(crate) fn kind(&self) -> Option<LockKind> {
         Some(match self {
             Lock::Mutex(_) => LockKind::Mutex,

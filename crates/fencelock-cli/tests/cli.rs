@@ -408,6 +408,135 @@ fn unlock_force_removes_a_stuck_lock_and_says_what_it_removed() {
     assert_eq!(code(&output(&server, &["unlock", "stuck", "--force"])), 78);
 }
 
+/// An election's leader is listed by `status` and its leadership released by `unlock
+/// --force`, as every kind's holds are; the `elect` whose leadership was removed learns it and
+/// stops its command.
+#[test]
+fn status_and_unlock_cover_an_election() {
+    let server = RedisServer::start();
+    let mut elected = Background {
+        child: fencelock(
+            &server,
+            &[
+                "elect",
+                "--once",
+                "--lease",
+                "1s",
+                "--value",
+                "primary-7",
+                "scheduler",
+                "--",
+                "sleep",
+                "30",
+            ],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn"),
+        group_file: None,
+    };
+    let listed = wait_until_held(&server, "scheduler");
+    assert_eq!(listed["kind"], "election", "{listed}");
+    assert_eq!(listed["holder"], "primary-7", "{listed}");
+    let out = output(&server, &["unlock", "scheduler", "--force"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("primary-7"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = elected.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the leader never learned");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.code(),
+        Some(75),
+        "leadership lost, the command stopped"
+    );
+}
+
+/// A lock kept in another library's layout carries no prefix: `status --layout` and `unlock
+/// --layout --force` reach it by its name.
+#[test]
+fn status_and_unlock_reach_a_lock_in_another_librarys_layout() {
+    let server = RedisServer::start();
+    let _held = Background {
+        child: fencelock(
+            &server,
+            &[
+                "run",
+                "--layout",
+                "python-redis-lock",
+                "reports",
+                "--",
+                "sleep",
+                "30",
+            ],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn"),
+        group_file: None,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listed = loop {
+        let out = output(
+            &server,
+            &[
+                "status",
+                "--layout",
+                "python-redis-lock",
+                "reports",
+                "--json",
+            ],
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let locks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        if let Some(lock) = locks.as_array().and_then(|a| a.first()) {
+            break lock.clone();
+        }
+        assert!(Instant::now() < deadline, "never listed: {locks}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(listed["kind"], "foreign-mutex", "{listed}");
+    assert_eq!(listed["name"], "reports", "{listed}");
+    let out = output(&server, &["status", "--json"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "[]",
+        "the prefix's listing does not reach it"
+    );
+    let out = output(
+        &server,
+        &[
+            "unlock",
+            "--layout",
+            "python-redis-lock",
+            "reports",
+            "--force",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(server.cli(&["EXISTS", "lock:reports"]).trim() == "0");
+    assert_eq!(
+        server.cli(&["LLEN", "lock-signal:reports"]).trim(),
+        "1",
+        "a python-redis-lock waiter is woken, as its own release does"
+    );
+    let again = output(
+        &server,
+        &[
+            "unlock",
+            "--layout",
+            "python-redis-lock",
+            "reports",
+            "--force",
+        ],
+    );
+    assert_eq!(code(&again), 78, "nothing held any more");
+}
+
 #[test]
 fn sigterm_to_fencelock_reaches_the_command_and_the_lock_is_released() {
     let server = RedisServer::start();

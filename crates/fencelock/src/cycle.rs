@@ -25,12 +25,13 @@ pub enum LockKind {
     Semaphore,
     /// A [`FairMutex`](crate::FairMutex).
     FairMutex,
-    /// An [`Election`](crate::Election): its leader holds it, its candidates wait. Only the
-    /// wait-for graph lists elections; [`Client::locks`](crate::Client::locks) does not.
+    /// An [`Election`](crate::Election): its leader holds it (listed with its published value as
+    /// the holder), its candidates wait.
     Election,
-    /// A [`ForeignMutex`](crate::ForeignMutex): a lock in another library's layout. Only its
-    /// recorded waiters are listed; neither the graph nor [`Client::locks`](crate::Client::locks)
-    /// reads its holders.
+    /// A [`ForeignMutex`](crate::ForeignMutex): a lock in another library's layout, under a key
+    /// of that library's, without the client's prefix. [`ForeignMutex::info`](crate::ForeignMutex::info)
+    /// reads its holder; the wait-for graph and [`Client::locks`](crate::Client::locks), which
+    /// walk the prefix, list only its recorded waiters.
     ForeignMutex,
 }
 

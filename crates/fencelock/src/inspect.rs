@@ -17,7 +17,9 @@ use crate::transport::conn::Conn;
 
 impl Client {
     /// The locks of every kind that are held now whose names match `pattern`, a Redis glob (`*`
-    /// any characters, `?` one, `[abc]` a set; `*` alone lists all), sorted by name, then kind.
+    /// any characters, `?` one, `[abc]` a set; `*` alone lists all), sorted by name, then kind:
+    /// elections' leaders too. A [`ForeignMutex`](crate::ForeignMutex)'s key is another
+    /// library's, outside the prefix: its handle's [`info`](crate::ForeignMutex::info) reads it.
     ///
     /// This walks the key space with `SCAN`: it does not block Redis, and a lock taken or
     /// released during the walk may or may not be listed. Holds whose own expiry has passed

@@ -24,7 +24,8 @@ use crate::core::kind::{Kind, Lock};
 use crate::core::lease::Lost;
 use crate::core::notify::{Target, Waiter};
 use crate::core::shared::Shared;
-use crate::core::FENCE;
+use crate::core::stored::{remaining_pttl, LockInfo, LockKind, Raw, Shape, Stored};
+use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::kinds::mutex::{self, MutexGrant};
@@ -37,14 +38,39 @@ static ACQUIRE: Lua = Lua::new(&[FENCE, include_str!("election/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[include_str!("election/release.lua")]);
 static PROCLAIM: Lua = Lua::new(&[include_str!("election/proclaim.lua")]);
 static READ_LEADER: Lua = Lua::new(&[include_str!("election/leader.lua")]);
+static FORCE: Lua = Lua::new(&[FORCE_PARTS, include_str!("election/force.lua")]);
 
 /// Where an election keeps its state under a name (`<prefix>{<name>}:<suffix>`): the leader's
 /// token, fence, since when and value.
 pub(crate) const LEADER_KEY: &str = "election";
-/// Where every change of leader is announced, for observers.
+/// Where every change of leader is announced, for observers: the leader key's suffix and
+/// `-changes`, which the forced release derives from the key.
 pub(crate) const CHANGES: &str = "election-changes";
 /// Where candidates wait: a mutex's channel of the same name.
 const WAKE: &str = mutex::WAKE;
+
+/// What inspection reads of an election (its leader, as a holder), and its forced release.
+pub(crate) static STORED: Stored = Stored {
+    key: LEADER_KEY,
+    shape: Shape::Value,
+    places: None,
+    channels: &[WAKE],
+    judge: |name, raw, _| leader_held(name, raw),
+    force: &FORCE,
+    force_keys: &[LEADER_KEY],
+};
+
+/// The leader an election's key holds, as inspection lists it: its published value as the
+/// holder, its fence, its lease left.
+fn leader_held(name: &[u8], raw: &Raw) -> Option<LockInfo> {
+    let leader = parse_leader(raw.value.as_deref()?)?;
+    let mut info = LockInfo::new(name, LockKind::Election);
+    info.add_holder(leader.value);
+    info.fence = Some(leader.fence);
+    info.holds = 1;
+    info.remaining = remaining_pttl(raw.pttl);
+    Some(info)
+}
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 

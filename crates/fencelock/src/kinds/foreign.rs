@@ -27,11 +27,16 @@ use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::notify::Target;
 use crate::core::shared::Shared;
+use crate::core::stored::{remaining_pttl, LockInfo, LockKind};
 use crate::error::{Error, Result};
 use crate::keys::{redisson_channel, signal_list, Layout, LockKeys};
 use crate::options::{Lease, LockOptions};
 use crate::token::OwnerToken;
 use crate::transport::conn::Conn;
+use crate::transport::script::Lua;
+
+/// An operator's release of a lock in any of the layouts (`foreign/force.lua`).
+static FORCE: Lua = Lua::new(&[include_str!("foreign/force.lua")]);
 
 /// How often a waiter tries again where nothing announces a release, unless its options say:
 /// redis-py's own pause between tries.
@@ -49,6 +54,15 @@ enum Family {
 }
 
 impl Family {
+    /// What `foreign/force.lua` calls the family.
+    fn code(self) -> &'static str {
+        match self {
+            Family::Token => "token",
+            Family::PythonRedisLock => "python-redis-lock",
+            Family::Redisson => "redisson",
+        }
+    }
+
     fn of(layout: Layout) -> Family {
         match layout {
             Layout::PythonRedisLock => Family::PythonRedisLock,
@@ -198,6 +212,139 @@ impl ForeignMutex {
     /// The lease each grant of this lock gets.
     pub fn lease(&self) -> Lease {
         self.grant.lock.lease
+    }
+
+    /// Who holds the lock, as [`Client::locks`](crate::Client::locks) lists the locks under the
+    /// client's prefix (which a foreign key does not carry): `None` when nobody holds it. Its
+    /// kind is [`LockKind::ForeignMutex`]; it has no fence and no label. A Redisson lock names
+    /// its holder's field (`<client id>:<thread id>`) and counts its entries as holds; the
+    /// other layouts keep a random token, which names no process. Redisson's waiting clients
+    /// are those listening on its unlock channel; the other layouts' waiters poll, unseen.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] when the key holds another Redis type (a lock of another
+    /// layout); [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let lock = client.foreign_mutex(fencelock::Layout::RedisPy, "jobs:nightly")?;
+    /// assert!(lock.info().await?.is_none());
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.info().await?.expect("held").remaining.is_some());
+    /// # guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn info(&self) -> Result<Option<LockInfo>> {
+        let grant = &self.grant;
+        let mut pipe = redis::pipe();
+        match grant.family {
+            Family::Redisson => pipe.cmd("HGETALL").arg(&grant.key),
+            Family::Token | Family::PythonRedisLock => pipe.get(&grant.key),
+        };
+        pipe.pttl(&grant.key);
+        if !grant.channel.is_empty() {
+            pipe.cmd("PUBSUB").arg("NUMSUB").arg(&grant.channel);
+        }
+        let replies: Vec<redis::Value> = pipe
+            .query_async(&mut grant.conn().clone())
+            .await
+            .map_err(|e| grant.error(e))?;
+        let mut replies = replies.into_iter();
+        let held = match grant.family {
+            Family::Redisson => {
+                let fields: Vec<(Vec<u8>, u64)> = decoded(replies.next())?;
+                (!fields.is_empty()).then_some(Held::Fields(fields))
+            }
+            Family::Token | Family::PythonRedisLock => {
+                decoded::<Option<Vec<u8>>>(replies.next())?.map(|_| Held::Token)
+            }
+        };
+        let pttl: i64 = decoded(replies.next())?;
+        let listening: Vec<(Vec<u8>, u64)> = match replies.next() {
+            Some(reply) => decoded(Some(reply))?,
+            None => Vec::new(),
+        };
+        Ok(held.map(|held| {
+            let mut info = grant.info(held, pttl);
+            info.waiting_clients = listening.iter().map(|(_, n)| n).sum();
+            info
+        }))
+    }
+
+    /// Releases the lock whoever holds it, with the effects of the other library's own release
+    /// (python-redis-lock's waiter woken through its signal list, Redisson's unlock message
+    /// published), and returns what was removed: `None` when nobody held it. For operators
+    /// clearing a lock whose holder is known to be gone; a holder of this crate learns it lost
+    /// the lock at its next renewal, one of the other library when it next extends or releases.
+    /// A key of another Redis type is left alone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release happens entirely or not at all, though a cancelled call may
+    /// have happened without its caller knowing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let lock = client.foreign_mutex(fencelock::Layout::PythonRedisLock, "reports")?;
+    /// let stuck = lock.lock().await?;
+    /// assert!(lock.force_unlock().await?.is_some());
+    /// assert!(lock.try_lock().await.is_ok(), "free again");
+    /// # drop(stuck);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<Option<LockInfo>> {
+        let grant = &self.grant;
+        let mut invocation = FORCE.invocation(grant.conn());
+        invocation.key(grant.key.as_slice());
+        match grant.family {
+            Family::PythonRedisLock => {
+                invocation
+                    .key(grant.signal.as_slice())
+                    .arg(grant.family.code())
+                    .arg(python_redis_lock::SIGNAL_EXPIRE_MS);
+            }
+            Family::Redisson => {
+                invocation
+                    .arg(grant.family.code())
+                    .arg(grant.channel.as_slice())
+                    .arg(redisson::UNLOCK_MESSAGE);
+            }
+            Family::Token => {
+                invocation.arg(grant.family.code());
+            }
+        }
+        type Removed = (Option<Vec<u8>>, i64, Vec<(Vec<u8>, u64)>);
+        let (value, pttl, fields): Removed = invocation
+            .invoke_async(&mut grant.conn().clone())
+            .await
+            .map_err(|e| grant.error(e))?;
+        let held = match (value, fields.is_empty()) {
+            (Some(_), _) => Some(Held::Token),
+            (None, false) => Some(Held::Fields(fields)),
+            (None, true) => None,
+        };
+        Ok(held.map(|held| grant.info(held, pttl)))
     }
 
     /// Waits until the lock is acquired, or until the lock's
@@ -370,6 +517,50 @@ impl ForeignGrant {
     fn conn(&self) -> &Conn {
         self.lock.shared.nodes.first()
     }
+
+    /// The lock as inspection lists it.
+    fn info(&self, held: Held, pttl: i64) -> LockInfo {
+        let mut info = LockInfo::new(self.lock.keys.name(), LockKind::ForeignMutex);
+        match held {
+            Held::Token => info.holds = 1,
+            Held::Fields(fields) => {
+                for (field, entries) in fields {
+                    info.holds += entries;
+                    info.add_holder(String::from_utf8_lossy(&field).into_owned());
+                }
+            }
+        }
+        info.remaining = remaining_pttl(pttl);
+        info
+    }
+
+    fn error(&self, e: redis::RedisError) -> Error {
+        if e.code() == Some("WRONGTYPE") {
+            Error::WrongType {
+                name: self.lock.name.clone(),
+            }
+        } else {
+            Error::from_redis(e, &self.lock.name)
+        }
+    }
+}
+
+/// What a foreign lock's key holds while held.
+enum Held {
+    /// A token (no process named).
+    Token,
+    /// Redisson's holders, each with its count of entries.
+    Fields(Vec<(Vec<u8>, u64)>),
+}
+
+/// A pipeline's reply, as `T`.
+fn decoded<T: redis::FromRedisValue>(reply: Option<redis::Value>) -> Result<T> {
+    let reply = reply.ok_or_else(|| Error::UnexpectedReply {
+        detail: "a reply short of its pipeline".to_owned(),
+    })?;
+    T::from_redis_value(reply).map_err(|e| Error::UnexpectedReply {
+        detail: e.to_string(),
+    })
 }
 
 impl Kind for ForeignGrant {

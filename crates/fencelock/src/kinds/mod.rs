@@ -17,14 +17,15 @@ pub(crate) mod semaphore;
 use crate::core::stored::Stored;
 
 /// What inspection reads and a forced release removes, for every kind that holds locks of its
-/// own: a [`MultiMutex`](crate::MultiMutex) holds mutexes, and an election is read through
-/// its own handle.
-pub(crate) static STORED: [&Stored; 5] = [
+/// own under the client's prefix: a [`MultiMutex`](crate::MultiMutex) holds mutexes, and a
+/// [`ForeignMutex`](crate::ForeignMutex)'s key is another library's, read through its handle.
+pub(crate) static STORED: [&Stored; 6] = [
     &mutex::STORED,
     &reentrant::STORED,
     &rwlock::STORED,
     &semaphore::STORED,
     &fair::STORED,
+    &election::STORED,
 ];
 
 #[cfg(test)]
@@ -34,7 +35,11 @@ mod tests {
     #[test]
     fn no_two_kinds_share_a_key_or_a_channel() {
         // An election's candidates wait on the mutex's channel of the same name, by design.
-        let mut suffixes: Vec<&str> = STORED.iter().flat_map(|s| s.suffixes()).collect();
+        let mut suffixes: Vec<&str> = STORED
+            .iter()
+            .filter(|s| s.key != election::LEADER_KEY)
+            .flat_map(|s| s.suffixes())
+            .collect();
         suffixes.extend([crate::keys::FENCE, election::LEADER_KEY, election::CHANGES]);
         let distinct: std::collections::HashSet<_> = suffixes.iter().collect();
         assert_eq!(distinct.len(), suffixes.len(), "{suffixes:?}");

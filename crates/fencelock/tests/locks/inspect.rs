@@ -301,3 +301,46 @@ async fn force_unlock_frees_every_kind_keeps_the_fence_and_wakes_waiters() -> Re
     assert!(client.force_unlock(name).await?.is_empty());
     Ok(())
 }
+
+/// An election's leader is listed as every kind's holders are, with its published value as the
+/// holder, and a forced release ends its leadership: the leader's guard learns it lost, and a
+/// waiting candidate leads at once.
+#[tokio::test]
+async fn an_election_is_listed_and_released_by_force() -> Result<(), Error> {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    // Renewed every third of a second: the lost leadership is noticed soon.
+    let short =
+        fencelock::LockOptions::default().lease(fencelock::Lease::Renewed(Duration::from_secs(1)));
+    let election = c.election_with_options("scheduler", short)?;
+    let leading = election.campaign("host-a:8080").await?;
+    let listed = c.locks("scheduler").await?;
+    let [listed] = listed.as_slice() else {
+        panic!("one lock listed: {listed:?}");
+    };
+    assert_eq!(listed.kind, LockKind::Election);
+    assert_eq!(listed.holder.as_deref(), Some("host-a:8080"));
+    assert_eq!(listed.fence, Some(leading.fence()));
+    assert!(listed.remaining.is_some());
+    assert_eq!(c.locks("sched*").await?.len(), 1, "every kind listed");
+
+    let standby = tokio::spawn({
+        let election = c.election("scheduler")?;
+        async move { election.campaign("host-b:8080").await }
+    });
+    tokio::time::sleep(ms(200)).await;
+    let removed = c.force_unlock("scheduler").await?;
+    assert_eq!(
+        removed.iter().map(|info| info.kind).collect::<Vec<_>>(),
+        [LockKind::Election]
+    );
+    let lost = tokio::time::timeout(LIMIT, leading.lost()).await;
+    assert!(lost.is_ok(), "the leader learns it lost its leadership");
+    let next = tokio::time::timeout(LIMIT, standby)
+        .await
+        .expect("the standby is woken")
+        .expect("task")?;
+    assert!(next.fence() > listed.fence.expect("fence"), "fences rise");
+    next.resign().await?;
+    Ok(())
+}

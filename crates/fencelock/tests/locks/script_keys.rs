@@ -615,13 +615,11 @@ async fn every_primitive(a: &Client, b: &Client) {
         held.extend(Duration::from_secs(2)).await.expect("extend");
         renewals().await;
         held.unlock().await.expect("unlock");
-        waiter
-            .await
-            .expect("task")
-            .expect("in after the release")
-            .unlock()
-            .await
-            .expect("unlock");
+        let taken = waiter.await.expect("task").expect("in after the release");
+        // Inspection and a forced release of the waiter's hold, in the layout's own keys.
+        assert!(foreign.info().await.expect("info").is_some());
+        assert!(foreign.force_unlock().await.expect("force").is_some());
+        drop(taken);
     }
 
     // Inspection and a forced release of every kind held under one name, with a fair
@@ -659,10 +657,16 @@ async fn every_primitive(a: &Client, b: &Client) {
         let b = b.clone();
         tokio::spawn(async move { b.fair_mutex("all").expect("name").lock_timeout(LIMIT).await })
     };
+    let _leading = a
+        .election("all")
+        .expect("name")
+        .campaign("leader")
+        .await
+        .expect("lead");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(a.locks("*").await.expect("locks").len() >= 5);
+    assert!(a.locks("*").await.expect("locks").len() >= 6);
     assert!(a.lock_info("all").await.expect("info").is_some());
-    assert_eq!(a.force_unlock("all").await.expect("force").len(), 5);
+    assert_eq!(a.force_unlock("all").await.expect("force").len(), 6);
     in_line
         .await
         .expect("task")
