@@ -1,5 +1,6 @@
 //! Every figure the docs quote from a measurement is read from a committed result file, so that
-//! no doc can say what no run measured, or what a later run no longer says.
+//! no doc can say what no run measured, or what a later run no longer says; and a result file
+//! quoted as today's must have measured today's code.
 //!
 //! How a doc quotes a figure (the marker is an HTML comment: GitHub and rustdoc show nothing):
 //!
@@ -15,35 +16,66 @@
 //!   with `~2`). Thousands separators are ignored (`196,413`). A Markdown result file (the
 //!   checker's tables) can be named too: its tables' rows are `rows`, each cell under its
 //!   column's header in snake case (`rows[strategy=fencelock-mutex, fault=pause].lost_updates`).
+//! - **A bound**: when the words right before the figure make it one, it rounds outward
+//!   instead. After `at most`, `no more than`, `up to`, `under`, `within`, `below`, `less than`,
+//!   `fewer than`, `≤` the figure must be at least the value (`at most 0.02 s` for 13.6 ms; `at
+//!   most 0.01 s` fails); after `at least`, `no less than`, `over`, `more than`, `above`, `≥` at
+//!   most the value.
+//! - **Only today's results**: every result file says which sources it measured and their
+//!   digest (`run.sources` or `sources` in JSON, a `sources: sha256:… over PATHS` line in
+//!   Markdown; which sources, and how they are hashed: the `fencelock-sources` crate). A figure
+//!   from a file whose sources have changed since, or that does not say (every file written
+//!   before results carried their sources), fails, unless the marker says it is **a figure of
+//!   an earlier path**: `<!-- figure earlier FILE: EXPR -->`, `<!-- figures: earlier rows of
+//!   FILE -->` (the sentence should say so too). A marker that says `earlier` of a file that
+//!   measured today's code fails as well: the doc must drop the word.
+//! - **"Latest" is computed, not typed**: a sentence that says [`LATEST_WORDS`] (`latest`,
+//!   `newest`, `most recent`, `today's`, `current run`, …) and carries a figure marker or names a
+//!   result file or folder (`bench/results/core-v3/`, a link to one) fails when one of those
+//!   results did not measure today's code (a folder: every result file in it, subfolders too).
 //! - **A figure computed from settings**, with no file behind it: `<!-- figure: EXPR -->`, the
 //!   arithmetic alone (`1.97 s<!-- figure: 3 * 2 / 3 - (0.01 * 3 + 0.002) -->`).
+//! - **A figure a test asserts**: `<!-- figure asserted by FILE -->` after it, FILE a test that
+//!   reads this doc (it names the doc's file) and fails when the figure is not what it
+//!   measures. This is how a count of work (`8 commands` for a handoff) is quoted.
 //! - **A setting, default or limit**, not a result: `<!-- setting -->` after it
-//!   (`a 1 s<!-- setting --> lease`), or `<!-- setting: why -->`. The library's defaults,
-//!   which most docs repeat, need nothing: they are in [`NOT_MEASURED`].
+//!   (`a 1 s<!-- setting --> lease`), or `<!-- setting: why -->`. Not on a count of work
+//!   ([`WORK_UNITS`]: `commands`, `calls`, `scripts`, `round trips`, `messages`, written before
+//!   the marker or right after it, or the header of its table's column): what the scripts do
+//!   is measured by a test, not typed. The library's defaults, which most docs repeat, need
+//!   nothing: they are in [`NOT_MEASURED`].
 //! - **A figure quoted from elsewhere** (a book, another project's documentation):
 //!   `<!-- quoted: SOURCE -->` after it.
 //! - **A table of results**: `<!-- figures: rows of FILE -->` on the line above it, FILE a
 //!   Markdown file the bench or the checker wrote: the table's header is one of FILE's tables'
-//!   and every row of it is a row of that table, byte for byte.
+//!   and every row of it is a row of that table, byte for byte. FILE must be today's, or the
+//!   marker `figures: earlier rows of FILE`.
 //! - **A table a test asserts**: `<!-- figures: asserted by FILE -->` on the line above it, FILE
 //!   a test that reads this doc (it names the doc's file) and fails when the table is not what
 //!   it measures.
 //!
 //! And the lint: a number with a unit of measure (`ms`, `s`, `%`, `×`, `bytes`, `commands`,
 //! …), with decimals, or with a thousands separator, in prose or in a table, that carries
-//! none of these is reported. Code (fenced blocks, `inline`), links, and version numbers
-//! (`Redis 7.0`, `7.0.15`) are not figures.
+//! none of these is reported; so is any number in a table cell whose column's header names a
+//! unit (`| operation | round trips |`), outside a table under a `figures:` marker. Code
+//! (fenced blocks, `inline`), links, and version numbers (`Redis 7.0`, `7.0.15`) are not
+//! figures.
 //!
 //! Result files written before the project took its name carry the former one (in the program
 //! their `command` names, and in their keys and labels); they are read with today's name, as
 //! their Markdown was renamed.
 
 mod expr;
+mod fresh;
+#[cfg(test)]
+mod plants;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+use fresh::Freshness;
 
 /// Figures that are the library's defaults and limits, repeated across the docs: quoted without
 /// a marker. Every entry must still be used somewhere.
@@ -68,7 +100,7 @@ const NOT_MEASURED: [(&str, &str); 10] = [
 ];
 
 /// Units that make a number a figure of a measurement (or a setting, which then says so).
-const UNITS: [&str; 35] = [
+const UNITS: [&str; 38] = [
     "ms",
     "µs",
     "us",
@@ -88,6 +120,9 @@ const UNITS: [&str; 35] = [
     "cmds",
     "scripts",
     "script calls",
+    "calls",
+    "round trips",
+    "round-trips",
     "handoffs",
     "hand-offs",
     "cycles",
@@ -104,6 +139,79 @@ const UNITS: [&str; 35] = [
     "/s",
     "seconds",
     "milliseconds",
+];
+
+/// Units that make a number a count of work done for one operation: what the scripts and the
+/// client do is measured by a test, never typed behind a `setting` marker. Counts a workload is
+/// configured with (`10 retries`, `100,000 leases`, `5 sellers`) are settings and are not here.
+const WORK_UNITS: [&str; 17] = [
+    "commands",
+    "command",
+    "cmds",
+    "script calls",
+    "script call",
+    "calls",
+    "call",
+    "scripts",
+    "script",
+    "round trips",
+    "round trip",
+    "round-trips",
+    "round-trip",
+    "roundtrips",
+    "messages",
+    "message",
+    "publishes",
+];
+
+/// Words that may follow a number in a table cell without being its unit: the number is then
+/// a count of what its column's header names.
+const CONNECTIVES: [&str; 12] = [
+    "per", "more", "each", "to", "for", "then", "when", "and", "or", "in", "at", "of",
+];
+
+/// Words right before a figure that make it an upper bound: it must be at least its value.
+const UPPER_BOUNDS: [&str; 11] = [
+    "at most",
+    "no more than",
+    "not more than",
+    "up to",
+    "under",
+    "within",
+    "below",
+    "less than",
+    "fewer than",
+    "≤",
+    "<=",
+];
+
+/// Words right before a figure that make it a lower bound: it must be at most its value.
+const LOWER_BOUNDS: [&str; 9] = [
+    "at least",
+    "no less than",
+    "not less than",
+    "no fewer than",
+    "over",
+    "more than",
+    "above",
+    "≥",
+    ">=",
+];
+
+/// Words that call a result today's: a sentence with one of them that quotes or names a
+/// result is checked to name only results of today's code.
+const LATEST_WORDS: [&str; 11] = [
+    "latest",
+    "newest",
+    "most recent",
+    "today's",
+    "current run",
+    "current runs",
+    "current result",
+    "current results",
+    "current lock path",
+    "current path",
+    "up to date",
 ];
 
 /// Words after which a number with a dot is a version, not a figure.
@@ -133,8 +241,9 @@ const VERSION_WORDS: [&str; 20] = [
 /// The repository's root, from this crate's directory.
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// Checks every doc: `Err` lists each figure that is not its file's value, each marker that
-/// does not resolve, and each figure without a marker, as `file:line: what`.
+/// Checks every doc: `Err` lists, grouped by what is wrong, each figure that is not its file's
+/// value or not today's, each marker that does not resolve, and each figure without a marker,
+/// as `file:line: what`.
 pub(crate) fn check() -> Result<(), String> {
     let root = Path::new(ROOT);
     let mut sources = Sources::new(root);
@@ -146,30 +255,50 @@ pub(crate) fn check() -> Result<(), String> {
     }
     for (figure, why) in NOT_MEASURED {
         if !report.allowed_used.contains(figure) {
-            report.problems.push(format!(
-                "xtask/src/figures.rs: {figure:?} ({why}) is in NOT_MEASURED but no doc \
-                 quotes it: remove it"
-            ));
+            report.problems.push(Problem {
+                kind: Kind::Marker,
+                at: "xtask/src/figures.rs".to_owned(),
+                message: format!(
+                    "{figure:?} ({why}) is in NOT_MEASURED but no doc quotes it: remove it"
+                ),
+            });
         }
     }
     if report.problems.is_empty() {
         eprintln!(
-            "xtask: figures: {} figures checked against {} result files, {} tables, {} \
-             settings and quotes marked, no unmarked figure in {} docs",
+            "xtask: figures: {} figures checked against {} result files, all of today's \
+             code, {} tables, {} asserted by tests, {} settings and quotes marked, no \
+             unmarked figure in {} docs",
             report.figures,
             sources.loaded.len(),
             report.tables,
+            report.asserted,
             report.settings,
             report.docs
         );
         Ok(())
     } else {
-        Err(format!(
-            "{} figure problems (how to quote a figure: xtask/src/figures.rs):\n{}",
-            report.problems.len(),
-            report.problems.join("\n")
-        ))
+        Err(grouped(&report.problems))
     }
+}
+
+/// The problems under one heading per kind, each heading saying once how to fix its kind.
+fn grouped(problems: &[Problem]) -> String {
+    let mut out = format!(
+        "{} figure problems (how to quote a figure: xtask/src/figures.rs)",
+        problems.len()
+    );
+    for kind in Kind::ALL {
+        let of_kind: Vec<&Problem> = problems.iter().filter(|p| p.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n\n{} ({}):", kind.heading(), of_kind.len()));
+        for problem in of_kind {
+            out.push_str(&format!("\n{problem}"));
+        }
+    }
+    out
 }
 
 /// The docs whose figures are checked, from the root: the READMEs, ARCHITECTURE.md and every
@@ -217,18 +346,105 @@ fn file_name(path: &Path) -> String {
 /// What the check found.
 #[derive(Default)]
 struct Report {
-    problems: Vec<String>,
+    problems: Vec<Problem>,
     figures: usize,
     tables: usize,
+    asserted: usize,
     settings: usize,
     docs: usize,
     allowed_used: BTreeSet<&'static str>,
+}
+
+/// One thing wrong, where it is.
+#[derive(Debug)]
+struct Problem {
+    kind: Kind,
+    /// `doc:line`.
+    at: String,
+    message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
+    }
+}
+
+/// What is wrong with a figure, in the order the report lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// From a result of code that has changed since, or that does not say which code.
+    Stale,
+    /// Marked `earlier`, from a result of today's code.
+    NotEarlier,
+    /// Prose calling a result that is not today's the latest.
+    Latest,
+    /// A count of work behind a `setting` marker.
+    SettingCount,
+    /// A bound rounded inward.
+    Bound,
+    /// Not its file's value.
+    Value,
+    /// A marker that does not resolve, or a table that does not match its file.
+    Marker,
+    /// A figure with no marker.
+    Unmarked,
+}
+
+impl Kind {
+    const ALL: [Kind; 8] = [
+        Kind::Stale,
+        Kind::NotEarlier,
+        Kind::Latest,
+        Kind::SettingCount,
+        Kind::Bound,
+        Kind::Value,
+        Kind::Marker,
+        Kind::Unmarked,
+    ];
+
+    fn heading(self) -> &'static str {
+        match self {
+            Kind::Stale => {
+                "Figures from a result file that measured code which has changed since, or \
+                 that does not say which code it measured (\"no sources digest\": every file \
+                 written before result files carried one): quote a run of today's code, or mark \
+                 the figure as one of an earlier path (`<!-- figure earlier FILE: EXPR -->`, \
+                 `<!-- figures: earlier rows of FILE -->`) and say so in the sentence"
+            }
+            Kind::NotEarlier => {
+                "Figures marked `earlier` whose result file measured today's code: drop \
+                 `earlier` from the marker (and from the sentence)"
+            }
+            Kind::Latest => {
+                "Sentences that call a result latest or current while it did not measure \
+                 today's code: name a run of today's code, or drop the word"
+            }
+            Kind::SettingCount => {
+                "Counts of work marked `setting`: have a test count them (`<!-- figure \
+                 asserted by TEST -->`, `<!-- figures: asserted by TEST -->`), or quote a \
+                 result file"
+            }
+            Kind::Bound => {
+                "Bounds rounded inward: after `at most` and the like the figure must be at \
+                 least the value, after `at least` at most"
+            }
+            Kind::Value => "Figures that are not the value their marker names",
+            Kind::Marker => "Markers that do not resolve, and tables that are not their file's",
+            Kind::Unmarked => {
+                "Figures without a marker: name the result file (`<!-- figure FILE: EXPR \
+                 -->`), the test that asserts it, or say it is a setting (`<!-- setting -->`)"
+            }
+        }
+    }
 }
 
 /// Result files, each read once.
 struct Sources {
     root: PathBuf,
     loaded: HashMap<String, Result<Value, String>>,
+    /// Whether each result file measured today's code, as [`fresh`] finds it.
+    fresh: HashMap<String, Result<Freshness, String>>,
 }
 
 impl Sources {
@@ -236,6 +452,7 @@ impl Sources {
         Sources {
             root: root.to_owned(),
             loaded: HashMap::new(),
+            fresh: HashMap::new(),
         }
     }
 
@@ -355,21 +572,27 @@ fn replaced(json: Value, former: &str) -> Value {
 
 /// A marker's kind, from its comment's text.
 enum Marker<'a> {
-    /// `figure FILE: EXPR`, or `figure: EXPR` (no file).
+    /// `figure FILE: EXPR`, `figure earlier FILE: EXPR`, or `figure: EXPR` (no file).
     Figure {
         file: Option<&'a str>,
         expr: &'a str,
+        earlier: bool,
     },
-    /// `setting` or `quoted: SOURCE`: the figure before it is not a measurement of ours.
+    /// `figure asserted by FILE`: a test reads the doc and asserts the figure.
+    AssertedBy(&'a str),
+    /// `setting` or `setting: why`: the figure before it is a setting, not a measurement.
     Setting,
-    /// `figures: rows of FILE` or `figures: asserted by FILE`, above a table.
+    /// `quoted: SOURCE`: the figure before it is someone else's.
+    Quoted,
+    /// `figures: rows of FILE`, `figures: earlier rows of FILE` or `figures: asserted by
+    /// FILE`, above a table.
     Table(TableSource<'a>),
     /// Any other comment.
     Other,
 }
 
 enum TableSource<'a> {
-    RowsOf(&'a str),
+    RowsOf { file: &'a str, earlier: bool },
     AssertedBy(&'a str),
 }
 
@@ -378,31 +601,26 @@ fn marker(comment: &str) -> Result<Marker<'_>, String> {
     if let Some(rest) = comment.strip_prefix("figures:") {
         let rest = rest.trim();
         return if let Some(file) = rest.strip_prefix("rows of ") {
-            Ok(Marker::Table(TableSource::RowsOf(file.trim())))
+            Ok(Marker::Table(TableSource::RowsOf {
+                file: file.trim(),
+                earlier: false,
+            }))
+        } else if let Some(file) = rest.strip_prefix("earlier rows of ") {
+            Ok(Marker::Table(TableSource::RowsOf {
+                file: file.trim(),
+                earlier: true,
+            }))
         } else if let Some(file) = rest.strip_prefix("asserted by ") {
             Ok(Marker::Table(TableSource::AssertedBy(file.trim())))
         } else {
             Err(format!(
-                "unknown table marker {comment:?}: `figures: rows of FILE` or `figures: \
-                 asserted by FILE`"
+                "unknown table marker {comment:?}: `figures: rows of FILE`, `figures: earlier \
+                 rows of FILE` or `figures: asserted by FILE`"
             ))
         };
     }
     if let Some(rest) = comment.strip_prefix("figure") {
-        let rest = rest.trim_start();
-        if let Some(expr) = rest.strip_prefix(':') {
-            return Ok(Marker::Figure {
-                file: None,
-                expr: expr.trim(),
-            });
-        }
-        let (file, expr) = rest
-            .split_once(": ")
-            .ok_or_else(|| format!("{comment:?}: expected `figure FILE: EXPR`"))?;
-        return Ok(Marker::Figure {
-            file: Some(file.trim()),
-            expr: expr.trim(),
-        });
+        return figure_marker(comment, rest.trim_start());
     }
     if comment == "setting" || comment.starts_with("setting:") {
         return Ok(Marker::Setting);
@@ -411,10 +629,46 @@ fn marker(comment: &str) -> Result<Marker<'_>, String> {
         return if source.trim().is_empty() {
             Err("`quoted:` names no source".to_owned())
         } else {
-            Ok(Marker::Setting)
+            Ok(Marker::Quoted)
         };
     }
     Ok(Marker::Other)
+}
+
+/// A `figure` marker, `rest` what follows the word.
+fn figure_marker<'a>(comment: &str, rest: &'a str) -> Result<Marker<'a>, String> {
+    if let Some(expr) = rest.strip_prefix(':') {
+        return Ok(Marker::Figure {
+            file: None,
+            expr: expr.trim(),
+            earlier: false,
+        });
+    }
+    if let Some(file) = rest.strip_prefix("asserted by ") {
+        let file = file.trim();
+        return if file.is_empty() || file.contains(char::is_whitespace) {
+            Err(format!("{comment:?}: expected `figure asserted by FILE`"))
+        } else {
+            Ok(Marker::AssertedBy(file))
+        };
+    }
+    let (earlier, rest) = match rest.strip_prefix("earlier") {
+        Some(after) if after.starts_with([' ', ':']) => (true, after.trim_start()),
+        _ => (false, rest),
+    };
+    if earlier && rest.starts_with(':') {
+        return Err(format!(
+            "{comment:?}: a figure computed from settings has no result file to be earlier than"
+        ));
+    }
+    let (file, expr) = rest.split_once(": ").ok_or_else(|| {
+        format!("{comment:?}: expected `figure FILE: EXPR` or `figure earlier FILE: EXPR`")
+    })?;
+    Ok(Marker::Figure {
+        file: Some(file.trim()),
+        expr: expr.trim(),
+        earlier,
+    })
 }
 
 /// A number as written in a doc: its byte range in the line and its text.
@@ -431,6 +685,8 @@ fn check_doc(doc: &str, text: &str, sources: &mut Sources, report: &mut Report) 
     let lines: Vec<&str> = text.lines().collect();
     let versions = versions(&lines);
     let mut fenced = false;
+    // The units of the columns of the table being read, from its header.
+    let mut columns: Option<Vec<Option<&'static str>>> = None;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
@@ -459,21 +715,84 @@ fn check_doc(doc: &str, text: &str, sources: &mut Sources, report: &mut Report) 
             report.tables += 1;
             found.extend(check_table(doc, &source, &table, sources));
         } else {
-            check_line(line, &versions, sources, report, &mut found);
+            let row = trimmed.starts_with('|');
+            let header = row && columns.is_none();
+            if !row {
+                columns = None;
+            } else if header {
+                columns = Some(column_units(&mask(line)));
+            }
+            let cells = if row && !header {
+                columns.as_deref()
+            } else {
+                None
+            };
+            let context = Context {
+                doc,
+                versions: &versions,
+                columns: cells,
+            };
+            check_line(&context, line, sources, report, &mut found);
         }
         report
             .problems
-            .extend(found.into_iter().map(|m| format!("{doc}:{number}: {m}")));
+            .extend(found.into_iter().map(|(kind, message)| Problem {
+                kind,
+                at: format!("{doc}:{number}"),
+                message,
+            }));
+    }
+    for (number, message) in fresh::latest_claims(doc, &lines, sources) {
+        report.problems.push(Problem {
+            kind: Kind::Latest,
+            at: format!("{doc}:{number}"),
+            message,
+        });
+    }
+}
+
+/// What a line is checked in: its doc, the doc's versions, and for a table row the units its
+/// columns' headers name.
+struct Context<'a> {
+    doc: &'a str,
+    versions: &'a BTreeSet<String>,
+    columns: Option<&'a [Option<&'static str>]>,
+}
+
+impl Context<'_> {
+    /// The unit the header of the column at byte `at` of the (masked) row names.
+    fn column_unit(&self, masked: &str, at: usize) -> Option<&'static str> {
+        let columns = self.columns?;
+        let column = cell_bounds(masked).iter().filter(|p| **p < at).count();
+        columns.get(column.checked_sub(1)?).copied().flatten()
+    }
+
+    /// The unit of the number at byte `at` of a (masked) table row, `after` the text that
+    /// follows it: a count of work when the word after it is one (`1 script`), else its
+    /// column's unit, unless a word of its own follows it (`512 leases` under `calls`);
+    /// [`CONNECTIVES`] are no such word (`1 per operation` under `round trips`).
+    fn count_in_cell(&self, masked: &str, at: usize, after: &str) -> Option<&'static str> {
+        let column = self.column_unit(masked, at)?;
+        let next = after.trim_start();
+        let word_len = next
+            .find(|c: char| !c.is_alphabetic() && c != '-')
+            .unwrap_or(next.len());
+        let word = next[..word_len].to_lowercase();
+        if word.is_empty() || CONNECTIVES.contains(&word.as_str()) {
+            Some(column)
+        } else {
+            work_unit(next)
+        }
     }
 }
 
 /// Checks the markers of one line of prose and lints its figures.
 fn check_line(
+    context: &Context<'_>,
     line: &str,
-    versions: &BTreeSet<String>,
     sources: &mut Sources,
     report: &mut Report,
-    found: &mut Vec<String>,
+    found: &mut Vec<(Kind, String)>,
 ) {
     let masked = mask(line);
     let mut consumed: BTreeSet<usize> = BTreeSet::new();
@@ -481,7 +800,7 @@ fn check_line(
         let parsed = match marker(comment) {
             Ok(parsed) => parsed,
             Err(message) => {
-                found.push(message);
+                found.push((Kind::Marker, message));
                 continue;
             }
         };
@@ -489,46 +808,199 @@ fn check_line(
             continue;
         }
         if let Marker::Table(_) = parsed {
-            found.push("a table marker must stand alone on the line above its table".to_owned());
+            found.push((
+                Kind::Marker,
+                "a table marker must stand alone on the line above its table".to_owned(),
+            ));
             continue;
         }
         let Some(figure) = figure_before(&masked[..start]) else {
-            found.push(format!(
-                "{:?} follows no number (write it right after the figure and its unit)",
-                &line[start..end]
+            found.push((
+                Kind::Marker,
+                format!(
+                    "{:?} follows no number (write it right after the figure and its unit)",
+                    &line[start..end]
+                ),
             ));
             continue;
         };
         consumed.insert(figure.start);
-        if let Marker::Figure { file, expr } = parsed {
-            report.figures += 1;
-            if let Err(message) = check_figure(&figure.text, file, expr, sources) {
-                found.push(message);
+        match parsed {
+            Marker::Figure {
+                file,
+                expr,
+                earlier,
+            } => {
+                report.figures += 1;
+                let bound = bound_before(&masked[..figure.start]);
+                if let Err(problem) = check_figure(&figure.text, file, expr, bound, sources) {
+                    found.push(problem);
+                }
+                let what = format!("{:?}", figure.text);
+                if let Some(problem) =
+                    file.and_then(|file| fresh::stale(file, earlier, &what, sources))
+                {
+                    found.push(problem);
+                }
             }
-        } else {
-            report.settings += 1;
+            Marker::AssertedBy(test) => {
+                report.asserted += 1;
+                if let Err(message) = asserted_by(context.doc, test, sources) {
+                    found.push((Kind::Marker, message));
+                }
+            }
+            Marker::Setting => {
+                report.settings += 1;
+                let unit_before = &masked[figure.end..start];
+                let unit = if unit_before.trim().is_empty() {
+                    work_unit(&masked[end..]).or_else(|| {
+                        context
+                            .count_in_cell(&masked, figure.start, &masked[end..])
+                            .filter(|u| WORK_UNITS.contains(u))
+                    })
+                } else {
+                    work_unit(unit_before)
+                };
+                if let Some(unit) = unit {
+                    found.push((
+                        Kind::SettingCount,
+                        format!(
+                            "{} {unit} is a count of work, not a setting, in {:?}",
+                            figure.text,
+                            context_of(line, figure.start, end)
+                        ),
+                    ));
+                }
+            }
+            Marker::Quoted => report.settings += 1,
+            Marker::Other | Marker::Table(_) => {}
         }
     }
     let trimmed = line.trim_start();
-    if trimmed.starts_with('[') && trimmed.contains("]: ") {
-        return; // a link reference definition
+    if is_link_definition(trimmed) {
+        return;
     }
     for figure in numbers(&masked) {
         if consumed.contains(&figure.start) {
             continue;
         }
-        let Some(quoted) = as_figure(&masked, &figure, versions) else {
+        let quoted = as_figure(&masked, &figure, context.versions).or_else(|| {
+            context
+                .count_in_cell(&masked, figure.start, &masked[figure.end..])
+                .map(|unit| format!("{} (a count of {unit})", figure.text))
+        });
+        let Some(quoted) = quoted else {
             continue;
         };
         if let Some((allowed, _)) = NOT_MEASURED.iter().find(|(f, _)| *f == quoted) {
             report.allowed_used.insert(allowed);
             continue;
         }
-        found.push(format!(
-            "{quoted:?} has no marker: name its result file (`<!-- figure FILE: EXPR -->`), or \
-             say it is a setting (`<!-- setting -->`); in {:?}",
-            context(line, figure.start, figure.end)
+        found.push((
+            Kind::Unmarked,
+            format!(
+                "{quoted:?} has no marker, in {:?}",
+                context_of(line, figure.start, figure.end)
+            ),
         ));
+    }
+}
+
+fn is_link_definition(trimmed: &str) -> bool {
+    trimmed.starts_with('[') && trimmed.contains("]: ")
+}
+
+/// The byte positions of a (masked) table row's cell separators: its `|` not escaped.
+fn cell_bounds(masked: &str) -> Vec<usize> {
+    masked
+        .char_indices()
+        .filter(|(i, c)| *c == '|' && !masked[..*i].ends_with('\\'))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The unit each column of a table's (masked) header row names, if any: `round trips` in
+/// `| operation | round trips |`. Units of one letter or symbol (`s`, `%`) are too easily
+/// part of other words to be read from a header.
+fn column_units(masked_header: &str) -> Vec<Option<&'static str>> {
+    let bounds = cell_bounds(masked_header);
+    bounds
+        .windows(2)
+        .map(|pair| {
+            let header = masked_header[pair[0] + 1..pair[1]].to_lowercase();
+            WORK_UNITS
+                .iter()
+                .chain(UNITS.iter())
+                .filter(|unit| unit.chars().count() >= 2)
+                .find(|unit| {
+                    header.match_indices(**unit).any(|(at, _)| {
+                        let before = header[..at].chars().next_back();
+                        let after = header[at + unit.len()..].chars().next();
+                        let word = |c: char| c.is_alphanumeric() || c == '\'';
+                        let symbol = !unit.starts_with(char::is_alphabetic);
+                        (symbol || !before.is_some_and(word)) && !after.is_some_and(word)
+                    })
+                })
+                .copied()
+        })
+        .collect()
+}
+
+/// The count of work `text` starts with, after spaces: `commands` in `" commands each"`.
+fn work_unit(text: &str) -> Option<&'static str> {
+    let text = text.trim_start().to_lowercase();
+    WORK_UNITS.iter().copied().find(|unit| {
+        text.strip_prefix(unit)
+            .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+    })
+}
+
+/// Whether the words right before a figure make it a bound, and which words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// A plain figure: the value, rounded to the figure's precision.
+    Exact,
+    /// At least the value: `at most 0.02 s`.
+    Upper(&'static str),
+    /// At most the value: `at least 1.5 times`.
+    Lower(&'static str),
+}
+
+/// The bound the (masked) text before a figure makes of it: the longest of [`UPPER_BOUNDS`]
+/// and [`LOWER_BOUNDS`] it ends with, as whole words.
+fn bound_before(before: &str) -> Bound {
+    let text = before.trim_end().to_lowercase();
+    let mut phrases: Vec<(&str, Bound)> = UPPER_BOUNDS
+        .iter()
+        .map(|p| (*p, Bound::Upper(p)))
+        .chain(LOWER_BOUNDS.iter().map(|p| (*p, Bound::Lower(p))))
+        .collect();
+    phrases.sort_by_key(|(phrase, _)| std::cmp::Reverse(phrase.len()));
+    phrases
+        .into_iter()
+        .find(|(phrase, _)| {
+            text.strip_suffix(phrase).is_some_and(|rest| {
+                !phrase.starts_with(char::is_alphabetic)
+                    || !rest.ends_with(|c: char| c.is_alphanumeric())
+            })
+        })
+        .map_or(Bound::Exact, |(_, bound)| bound)
+}
+
+/// Whether the test `file` reads `doc`, as a test that asserts the doc's figures must: it names
+/// the doc's file.
+fn asserted_by(doc: &str, file: &str, sources: &Sources) -> Result<(), String> {
+    let test = sources.text(file)?;
+    let name = Path::new(doc)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if test.contains(&name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{file} does not read {name}, so it cannot assert this doc's figures"
+        ))
     }
 }
 
@@ -727,7 +1199,7 @@ fn figure_before(before: &str) -> Option<Number> {
 }
 
 /// Some words either side of a figure, for the report.
-fn context(line: &str, start: usize, end: usize) -> String {
+fn context_of(line: &str, start: usize, end: usize) -> String {
     let from = line[..start]
         .char_indices()
         .rev()
@@ -740,40 +1212,88 @@ fn context(line: &str, start: usize, end: usize) -> String {
     line[from..to].trim().to_owned()
 }
 
-/// Checks one figure against its marker.
+/// Checks one figure against its marker: `Err` with what is wrong, and of which kind.
 fn check_figure(
     quoted: &str,
     file: Option<&str>,
     expr: &str,
+    bound: Bound,
     sources: &mut Sources,
-) -> Result<(), String> {
-    let (expr, significant) =
-        match expr.rsplit_once('~') {
-            Some((expr, digits)) => (
-                expr.trim(),
-                Some(digits.trim().parse::<i32>().map_err(|_| {
-                    format!("bad rounding `~{digits}` (`~N`: N significant digits)")
-                })?),
-            ),
-            None => (expr, None),
-        };
+) -> Result<(), (Kind, String)> {
+    let unresolved = |message: String| (Kind::Marker, message);
+    let (expr, significant) = match expr.rsplit_once('~') {
+        Some((expr, digits)) => (
+            expr.trim(),
+            Some(digits.trim().parse::<i32>().map_err(|_| {
+                unresolved(format!(
+                    "bad rounding `~{digits}` (`~N`: N significant digits)"
+                ))
+            })?),
+        ),
+        None => (expr, None),
+    };
     let value = match file {
         Some(file) => {
-            let json = sources.json(file)?;
-            expr::evaluate(expr, json).map_err(|e| format!("{file}: {e}"))?
+            let json = sources.json(file).map_err(unresolved)?;
+            expr::evaluate(expr, json).map_err(|e| unresolved(format!("{file}: {e}")))?
         }
-        None => expr::evaluate(expr, &Value::Null)?,
+        None => expr::evaluate(expr, &Value::Null).map_err(unresolved)?,
     };
-    let expected = written_as(value, quoted, significant);
+    let source = file.unwrap_or("the arithmetic");
     let plain = quoted.replace(',', "");
-    if expected == plain {
-        Ok(())
-    } else {
-        Err(format!(
-            "the doc says {quoted}, but {} gives {value} (to the doc's precision: {expected})",
-            file.unwrap_or("the arithmetic")
-        ))
+    let shown: f64 = plain
+        .parse()
+        .map_err(|_| unresolved(format!("{quoted} is not a number")))?;
+    // What a float's last bit may add to a value written exactly.
+    let slack = 1e-9 * value.abs().max(1.0);
+    let decimals = plain.split_once('.').map_or(0, |(_, d)| d.len());
+    match bound {
+        Bound::Upper(words) if shown + slack < value => Err((
+            Kind::Bound,
+            format!(
+                "the doc says {words} {quoted}, but {source} gives {value}: an upper bound \
+                 rounds up ({} to the doc's precision)",
+                outward(value, decimals, f64::ceil)
+            ),
+        )),
+        Bound::Lower(words) if shown - slack > value => Err((
+            Kind::Bound,
+            format!(
+                "the doc says {words} {quoted}, but {source} gives {value}: a lower bound \
+                 rounds down ({} to the doc's precision)",
+                outward(value, decimals, f64::floor)
+            ),
+        )),
+        Bound::Upper(_) | Bound::Lower(_) => Ok(()),
+        Bound::Exact => {
+            let expected = written_as(value, quoted, significant);
+            if expected == plain {
+                Ok(())
+            } else {
+                Err((
+                    Kind::Value,
+                    format!(
+                        "the doc says {quoted}, but {source} gives {value} (to the doc's \
+                         precision: {expected})"
+                    ),
+                ))
+            }
+        }
     }
+}
+
+/// `value` rounded with `round` (up or down) to `decimals` decimals, as a doc would write it.
+fn outward(value: f64, decimals: usize, round: fn(f64) -> f64) -> String {
+    let scale = 10f64.powi(i32::try_from(decimals).unwrap_or(0));
+    // A value a float stores a hair above or below the written one rounds to it.
+    let scaled = value * scale;
+    let nearest = scaled.round();
+    let rounded = if (scaled - nearest).abs() < 1e-9 * scaled.abs().max(1.0) {
+        nearest
+    } else {
+        round(scaled)
+    };
+    format!("{:.decimals$}", rounded / scale)
 }
 
 /// `value` written as `quoted` is: as many decimals, after rounding to `significant` digits
@@ -791,37 +1311,28 @@ fn written_as(value: f64, quoted: &str, significant: Option<i32>) -> String {
     format!("{rounded:.decimals$}")
 }
 
-/// Checks a table under a table marker: `Err` messages, one per problem.
+/// Checks a table under a table marker: what is wrong with it, one problem each.
 fn check_table(
     doc: &str,
     source: &TableSource<'_>,
     table: &[&str],
-    sources: &Sources,
-) -> Vec<String> {
+    sources: &mut Sources,
+) -> Vec<(Kind, String)> {
     if table.len() < 2 {
-        return vec!["a table marker with no table right below it".to_owned()];
+        return vec![(
+            Kind::Marker,
+            "a table marker with no table right below it".to_owned(),
+        )];
     }
     match source {
-        TableSource::AssertedBy(file) => match sources.text(file) {
-            Ok(test) => {
-                let name = Path::new(doc)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if test.contains(&name) {
-                    Vec::new()
-                } else {
-                    vec![format!(
-                        "{file} does not read {name}, so it cannot assert this table"
-                    )]
-                }
-            }
-            Err(message) => vec![message],
+        TableSource::AssertedBy(file) => match asserted_by(doc, file, sources) {
+            Ok(()) => Vec::new(),
+            Err(message) => vec![(Kind::Marker, message)],
         },
-        TableSource::RowsOf(file) => {
+        TableSource::RowsOf { file, earlier } => {
             let text = match sources.text(file) {
                 Ok(text) => text,
-                Err(message) => return vec![message],
+                Err(message) => return vec![(Kind::Marker, message)],
             };
             let header = table[0];
             let tables = tables_of(&text);
@@ -830,13 +1341,18 @@ fn check_table(
                 .find(|t| t.first() == Some(&header))
                 .map(|t| t.iter().skip(2).copied().collect::<BTreeSet<&str>>())
             else {
-                return vec![format!("no table of {file} has the header {header}")];
+                return vec![(
+                    Kind::Marker,
+                    format!("no table of {file} has the header {header}"),
+                )];
             };
-            table[2..]
+            let mut found: Vec<(Kind, String)> = table[2..]
                 .iter()
                 .filter(|row| !rows.contains(*row))
-                .map(|row| format!("this row is not in {file}: {row}"))
-                .collect()
+                .map(|row| (Kind::Marker, format!("this row is not in {file}: {row}")))
+                .collect();
+            found.extend(fresh::stale(file, *earlier, "the table below", sources));
+            found
         }
     }
 }
@@ -862,28 +1378,45 @@ fn tables_of(text: &str) -> Vec<Vec<&str>> {
 mod tests {
     use super::*;
 
-    /// A scratch root with a result file, its table and a test that reads `guide.md`.
+    /// The lock path of a scratch root, and the line its Markdown results carry.
+    const MEASURED: &[&str] = &["crates/fencelock/src"];
+
+    /// A scratch root with a lock path, result files that measured it, a table and a test that
+    /// reads `guide.md`.
     fn root() -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        std::fs::create_dir_all(dir.path().join("results")).expect("a results directory");
+        let path = |p: &str| dir.path().join(p);
+        std::fs::create_dir_all(path("results")).expect("a results directory");
+        std::fs::create_dir_all(path("crates/fencelock/src")).expect("a lock path");
+        std::fs::write(path("crates/fencelock/src/lib.rs"), "//! the lock\n").expect("a source");
+        let digest = fencelock_sources::digest(dir.path(), MEASURED).expect("a digest");
+        let line = fencelock_sources::line(&digest, MEASURED);
         std::fs::write(
-            dir.path().join("results/run.json"),
-            r#"{"run": {"command": "oldname-bench uncontended"},
-                "results": {"rows": [{"tasks": 1, "ratio": 0.8079, "oldname": {"cmds": 7.0002}},
-                                     {"tasks": 64, "ratio": 0.3589, "oldname": {"cmds": 7.0}}],
-                            "share": 0.229, "count": 196413.4}}"#,
+            path("results/run.json"),
+            format!(
+                r#"{{"run": {{"command": "oldname-bench uncontended",
+                           "sources": {{"digest": "{digest}", "paths": ["crates/fencelock/src"]}}}},
+                "results": {{"rows": [{{"tasks": 1, "ratio": 0.8079, "oldname": {{"cmds": 7.0002}}}},
+                                     {{"tasks": 64, "ratio": 0.3589, "oldname": {{"cmds": 7.0}}}}],
+                            "share": 0.229, "count": 196413.4}}}}"#
+            ),
         )
         .expect("a result file");
         std::fs::write(
-            dir.path().join("results/run.md"),
-            "# run\n\n| tasks | ratio |\n|---|---|\n| 1 | 0.81 |\n| 64 | 0.36 |\n",
+            path("results/run.md"),
+            format!(
+                "# run\n\n{line}\n\n| tasks | ratio |\n|---|---|\n| 1 | 0.81 |\n| 64 | 0.36 |\n"
+            ),
         )
         .expect("a result table");
-        std::fs::write(dir.path().join("memory.rs"), "// reads docs/guide.md\n").expect("a test");
+        std::fs::write(path("memory.rs"), "// reads docs/guide.md\n").expect("a test");
         std::fs::write(
-            dir.path().join("results/check.md"),
-            "# check\n\n| strategy | fault | lost updates | availability |\n|---|---|--:|--:|\n\
-             | fencelock-mutex | pause | 2 | 99.7% |\n| fencelock-mutex | none | 0 | 100.0% |\n",
+            path("results/check.md"),
+            format!(
+                "# check\n\n- {line}\n\n| strategy | fault | lost updates | availability |\n\
+                 |---|---|--:|--:|\n| fencelock-mutex | pause | 2 | 99.7% |\n\
+                 | fencelock-mutex | none | 0 | 100.0% |\n"
+            ),
         )
         .expect("a checker table");
         dir
@@ -894,7 +1427,7 @@ mod tests {
         let mut sources = Sources::new(dir.path());
         let mut report = Report::default();
         check_doc("docs/guide.md", doc, &mut sources, &mut report);
-        report.problems
+        report.problems.iter().map(ToString::to_string).collect()
     }
 
     #[test]
@@ -1008,6 +1541,71 @@ mod tests {
             problems("| tasks | ratio |\n|---|---|\n| 64 | 0.36 |").len(),
             1
         );
+    }
+
+    #[test]
+    fn bounds_are_read_from_the_words_before_a_figure() {
+        assert_eq!(bound_before("waits at most "), Bound::Upper("at most"));
+        assert_eq!(bound_before("no more than "), Bound::Upper("no more than"));
+        assert_eq!(bound_before("a wait ≤ "), Bound::Upper("≤"));
+        assert_eq!(bound_before("At least "), Bound::Lower("at least"));
+        assert_eq!(bound_before("is more than "), Bound::Lower("more than"));
+        assert_eq!(bound_before("a handover "), Bound::Exact);
+        assert_eq!(bound_before("reaches "), Bound::Exact);
+        // A lower bound rounds down; a bound may be loose, and true.
+        let doc = |words: &str, figure: &str| {
+            format!("{words} {figure}<!-- figure results/run.json: results.rows[0].ratio -->")
+        };
+        assert_eq!(problems(&doc("at least", "0.80")), Vec::<String>::new());
+        assert_eq!(problems(&doc("at least", "0.81")).len(), 1);
+        assert_eq!(problems(&doc("under", "0.81")), Vec::<String>::new());
+        assert_eq!(problems(&doc("under", "1")), Vec::<String>::new());
+        assert_eq!(problems(&doc("under", "0.80")).len(), 1);
+    }
+
+    #[test]
+    fn results_of_todays_code_are_quoted_plainly_and_only_so() {
+        let marked = "0.81<!-- figure earlier results/run.json: results.rows[0].ratio -->";
+        let found = problems(marked);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("is marked earlier, but results/run.json measured today's"));
+        let table = "<!-- figures: earlier rows of results/run.md -->\n| tasks | ratio |\n|---|--:|\n| 64 | 0.36 |";
+        assert_eq!(problems(table).len(), 1);
+        assert!(problems("1<!-- figure earlier: 1 -->")[0].contains("no result file"));
+        let latest = "The latest run, [run](../results/run.json), gives 0.81<!-- figure \
+                      results/run.json: results.rows[0].ratio -->.";
+        assert_eq!(problems(latest), Vec::<String>::new());
+    }
+
+    #[test]
+    fn numbers_under_a_header_with_a_unit_are_figures() {
+        let table = "| operation | round trips | note |\n|---|---|---|\n\
+                     | `unlock` | 1 | 2 keys |\n| wait | 1 per wake, 1 script | 512 leases |";
+        let found = problems(table);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].contains("\"1 (a count of round trips)\" has no marker"));
+        assert!(found[2].contains("\"1 (a count of script)\""), "{found:?}");
+        let setting = "| operation | commands |\n|---|---|\n| release | 8<!-- setting --> |";
+        assert!(problems(setting)[0].contains("8 commands is a count of work"));
+        let leases =
+            "| operation | calls |\n|---|---|\n| renewal | up to 512<!-- setting --> leases |";
+        assert_eq!(problems(leases), Vec::<String>::new());
+        let asserted = "<!-- figures: asserted by memory.rs -->\n| operation | round trips |\n|---|---|\n| unlock | 1 |";
+        assert_eq!(problems(asserted), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_figure_a_test_asserts_names_a_test_that_reads_the_doc() {
+        assert_eq!(
+            problems("8 commands<!-- figure asserted by memory.rs -->"),
+            Vec::<String>::new()
+        );
+        assert!(
+            problems("8 commands<!-- figure asserted by results/run.md -->")[0]
+                .contains("does not read guide.md")
+        );
+        assert!(problems("8 commands<!-- figure asserted by none.rs -->")[0]
+            .contains("cannot read none.rs"));
     }
 
     #[test]
