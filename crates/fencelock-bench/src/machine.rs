@@ -4,6 +4,7 @@
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use fencelock_sources::Stamp;
 use serde::Serialize;
 
 /// The circumstances of a run.
@@ -20,6 +21,10 @@ pub struct RunInfo {
     pub server: String,
     /// `git rev-parse HEAD` of the tree the bench was built from, or `unknown`.
     pub git_commit: String,
+    /// The sources the bench measures (the lock path) and their digest as the bench was built:
+    /// what the figures check compares with today's tree, a commit not being enough when the
+    /// tree was dirty or has moved on since.
+    pub sources: Stamp,
     /// The command line of the run, the program named without its folder.
     pub command: String,
 }
@@ -33,9 +38,15 @@ impl RunInfo {
             cpu_model: cpu_model(),
             server,
             git_commit: git_commit(),
+            sources: measured(),
             command: command_line(std::env::args()),
         }
     }
+}
+
+/// The sources this build of the bench measures, as its build script hashed them.
+pub fn measured() -> Stamp {
+    Stamp::new(env!("FENCELOCK_SOURCES_DIGEST"), fencelock_sources::BENCH)
 }
 
 fn command_line(mut args: impl Iterator<Item = String>) -> String {

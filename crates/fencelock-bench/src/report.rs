@@ -149,13 +149,14 @@ impl Output {
     /// [`Error::Io`], [`Error::Json`] or [`Error::Chart`] when a file cannot be written.
     pub fn publish<T: Serialize>(&self, report: &Report<T>, charts: &[Chart]) -> Result<()> {
         let mut markdown = format!(
-            "# {}\n\n{} on {} cores ({}), {}, commit {}\n\n`{}`\n\n",
+            "# {}\n\n{} on {} cores ({}), {}, commit {}\n\n{}\n\n`{}`\n\n",
             report.scenario,
             report.run.date,
             report.run.cores,
             report.run.cpu_model,
             report.run.server,
             report.run.git_commit,
+            report.run.sources.line(),
             report.run.command
         );
         for (title, table) in &report.tables {
@@ -279,5 +280,37 @@ mod tests {
         t.row(vec!["fencelock".into(), "12".into()]);
         assert_eq!(t.to_text(), "name       ops/s\nfencelock  12\n");
         assert!(t.to_markdown().starts_with("| name | ops/s |\n|---|---|\n"));
+    }
+
+    #[test]
+    fn every_result_written_says_which_sources_it_measured() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let output = Output::new(dir.path()).expect("output");
+        let report = Report {
+            scenario: "scenario".to_owned(),
+            run: RunInfo::collect("Redis 7.0.15".to_owned()),
+            results: serde_json::json!({"ratio": 0.81}),
+            tables: vec![("t".to_owned(), Table::new(&["a"]))],
+            notes: Vec::new(),
+        };
+        output.publish(&report, &[]).expect("published");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let today = fencelock_sources::digest(&root, fencelock_sources::BENCH).expect("a digest");
+        let json: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("scenario.json")).expect("the JSON"),
+        )
+        .expect("valid JSON");
+        assert_eq!(
+            json["run"]["sources"]["digest"].as_str(),
+            Some(today.as_str())
+        );
+        assert_eq!(
+            json["run"]["sources"]["paths"],
+            serde_json::json!(fencelock_sources::BENCH)
+        );
+        let markdown = std::fs::read_to_string(dir.path().join("scenario.md")).expect("the MD");
+        let stamp = fencelock_sources::Stamp::of_markdown(&markdown).expect("a sources line");
+        assert_eq!(stamp, report.run.sources);
+        assert_eq!(stamp.matches(&root), Ok(()));
     }
 }

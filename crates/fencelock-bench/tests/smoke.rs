@@ -35,7 +35,18 @@ fn written(out: &Path, scenario: &str) -> serde_json::Value {
         "{json}"
     );
     assert!(json["run"]["cores"].as_u64() > Some(0), "{json}");
-    assert!(out.join(format!("{scenario}.md")).exists());
+    // Every result says which code it measured: the lock path as it is in this tree.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let today = fencelock_sources::digest(&root, fencelock_sources::BENCH).expect("a digest");
+    assert_eq!(
+        json["run"]["sources"]["digest"].as_str(),
+        Some(today.as_str())
+    );
+    let markdown = std::fs::read_to_string(out.join(format!("{scenario}.md")))
+        .unwrap_or_else(|e| panic!("{scenario}.md: {e}"));
+    let stamp = fencelock_sources::Stamp::of_markdown(&markdown).expect("a sources line");
+    assert_eq!(stamp.digest, today);
+    assert_eq!(stamp.matches(&root), Ok(()));
     json
 }
 

@@ -253,6 +253,16 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The sources this build of the checker measures, as its build script hashed them.
+pub fn measured() -> fencelock_sources::Stamp {
+    fencelock_sources::Stamp::new(env!("FENCELOCK_SOURCES_DIGEST"), fencelock_sources::CHECK)
+}
+
+/// What `--out` writes of a matrix: which sources it measured, then its table.
+fn matrix_file(table: &str) -> String {
+    format!("{}\n\n{table}", measured().line())
+}
+
 /// Runs a soak, writes its results and prints them.
 fn run_soak(args: &SoakArgs) -> Result<bool> {
     let options = args.options()?;
@@ -304,7 +314,22 @@ pub fn run(cli: Cli) -> Result<bool> {
     let table = table(&results);
     println!("{table}");
     if let Some(path) = &args.out {
-        std::fs::write(path, &table)?;
+        std::fs::write(path, matrix_file(&table))?;
     }
     Ok(results.iter().all(|r| Verdict::of(r).passes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_matrix_written_to_a_file_says_which_sources_it_measured() {
+        let file = matrix_file(matrix::TABLE_HEADER);
+        let stamp = fencelock_sources::Stamp::of_markdown(&file).expect("a sources line");
+        assert_eq!(stamp.paths, fencelock_sources::CHECK);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        assert_eq!(stamp.matches(&root), Ok(()));
+        assert!(file.ends_with(matrix::TABLE_HEADER), "{file}");
+    }
 }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use fencelock_sources::Stamp;
 use fencelock_testkit::FakedClock;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -86,6 +87,9 @@ pub struct SoakReport {
     pub machine: String,
     /// The commit, as `git describe` gives it.
     pub commit: String,
+    /// The sources the checker measures (the lock path and the checker) and their digest as
+    /// it was built: what the figures check compares with today's tree.
+    pub sources: Stamp,
     /// When the soak started, in seconds since the Unix epoch.
     pub started_unix: u64,
     /// How long it ran, in seconds.
@@ -127,6 +131,7 @@ impl SoakReport {
         let _ = writeln!(out, "- command: `{}`", self.command);
         let _ = writeln!(out, "- seed: {}", self.seed);
         let _ = writeln!(out, "- commit: `{}`", self.commit);
+        let _ = writeln!(out, "- {}", self.sources.line());
         let _ = writeln!(out, "- machine: {}", self.machine);
         let _ = writeln!(
             out,
@@ -275,6 +280,7 @@ pub fn soak(options: &SoakOptions, command: String) -> Result<SoakReport> {
         command,
         machine: machine(),
         commit: commit(),
+        sources: crate::measured(),
         started_unix,
         elapsed_secs: started.elapsed().as_secs_f64(),
         target_sections: options.sections,
@@ -372,4 +378,32 @@ fn commit() -> String {
 /// Where the results go when no path is given: `fencelock-soak.md` and `fencelock-soak.json`.
 pub fn default_out() -> PathBuf {
     PathBuf::from("fencelock-soak")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_soak_report_says_which_sources_it_measured() {
+        let report = SoakReport {
+            seed: 7,
+            command: "fencelock-check soak".to_owned(),
+            machine: "2 cores".to_owned(),
+            commit: "0000000".to_owned(),
+            sources: crate::measured(),
+            started_unix: 0,
+            elapsed_secs: 1.0,
+            target_sections: 10,
+            knobs: String::new(),
+            rows: Vec::new(),
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let json = serde_json::to_value(&report).expect("JSON");
+        let today = fencelock_sources::digest(&root, fencelock_sources::CHECK).expect("a digest");
+        assert_eq!(json["sources"]["digest"].as_str(), Some(today.as_str()));
+        let stamp = Stamp::of_markdown(&report.markdown()).expect("a sources line");
+        assert_eq!(stamp, report.sources);
+        assert_eq!(stamp.matches(&root), Ok(()));
+    }
 }

@@ -5,7 +5,7 @@
 //! [`CHECK`] say which, here and nowhere else. Each of them has a build script that hashes those
 //! sources as they are built ([`build_script`]) and writes the [`digest`] into every result it
 //! writes: in JSON as `"sources": {"digest": "sha256:…", "paths": […]}` (under `run` in the
-//! bench's files, at the top of the checker's), in Markdown as one [`line`]
+//! bench's files, at the top of the checker's), in Markdown as one [`line()`]
 //! (`sources: sha256:… over crates/fencelock/Cargo.toml, crates/fencelock/src`). The figures
 //! check (`cargo xtask figures`) hashes the same paths in the working tree and compares: no git
 //! history is needed, only the files.
@@ -127,8 +127,10 @@ pub fn line(digest: &str, paths: &[&str]) -> String {
     format!("{LINE_PREFIX}{digest} over {}", paths.join(", "))
 }
 
-/// What a result file says it measured: the digest and the paths it covers.
+/// What a result file says it measured: the digest and the paths it covers. With the `serde`
+/// feature it serializes as a JSON result's `sources`: `{"digest": "sha256:…", "paths": […]}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stamp {
     /// `sha256:` and 64 hex digits.
     pub digest: String,
@@ -137,7 +139,22 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// The stamp of a Markdown result file: its first [`line`] (a list item's, `- sources: …`,
+    /// The stamp of a program whose build script hashed `paths` to `digest`: for the bench,
+    /// `Stamp::new(env!("FENCELOCK_SOURCES_DIGEST"), BENCH)`.
+    pub fn new(digest: &str, paths: &[&str]) -> Stamp {
+        Stamp {
+            digest: digest.to_owned(),
+            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    /// Its [`line()`], for a Markdown result file.
+    pub fn line(&self) -> String {
+        let paths: Vec<&str> = self.paths.iter().map(String::as_str).collect();
+        line(&self.digest, &paths)
+    }
+
+    /// The stamp of a Markdown result file: its first [`line()`] (a list item's, `- sources: …`,
     /// counts too), or `None` when it has none.
     pub fn of_markdown(text: &str) -> Option<Stamp> {
         text.lines().find_map(|l| {
@@ -291,6 +308,8 @@ mod tests {
         assert_eq!(stamp.matches(dir.path()), Ok(()));
         let listed = format!("- seed: 7\n- {}\n", line(&today, PATHS));
         assert_eq!(Stamp::of_markdown(&listed), Some(stamp.clone()));
+        assert_eq!(Stamp::new(&today, PATHS), stamp);
+        assert_eq!(Stamp::of_markdown(&stamp.line()), Some(stamp.clone()));
         assert_eq!(Stamp::of_markdown("# old run\n\ncommit 2cc9221\n"), None);
         std::fs::write(dir.path().join("crates/lib/src/lib.rs"), "mod grant;\n").expect("an edit");
         let stale = stamp.matches(dir.path()).expect_err("an edited tree");
