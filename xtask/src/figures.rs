@@ -33,6 +33,10 @@
 //!   `newest`, `most recent`, `today's`, `current run`, …) and carries a figure marker or names a
 //!   result file or folder (`bench/results/core-v3/`, a link to one) fails when one of those
 //!   results did not measure today's code (a folder: every result file in it, subfolders too).
+//! - **The list of runs** in `bench/README.md`, between `<!-- runs: begin … -->` and
+//!   `<!-- runs: end -->`, is generated: every folder of results, when and at which commit it
+//!   was measured, and whether it measured today's code. The check fails when it is not what
+//!   the result files say today; `cargo xtask figures --write` writes it (`figures/runs.rs`).
 //! - **A figure computed from settings**, with no file behind it: `<!-- figure: EXPR -->`, the
 //!   arithmetic alone (`1.97 s<!-- figure: 3 * 2 / 3 - (0.01 * 3 + 0.002) -->`).
 //! - **A figure a test asserts**: `<!-- figure asserted by FILE -->` after it, FILE a test that
@@ -69,6 +73,7 @@ mod expr;
 mod fresh;
 #[cfg(test)]
 mod plants;
+mod runs;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -264,6 +269,18 @@ pub(crate) fn check() -> Result<(), String> {
             });
         }
     }
+    let runs_doc = root.join(runs::DOC);
+    if runs_doc.is_file() {
+        let text = std::fs::read_to_string(&runs_doc)
+            .map_err(|e| format!("cannot read {}: {e}", runs::DOC))?;
+        if let Some(message) = runs::check(&text, &mut sources) {
+            report.problems.push(Problem {
+                kind: Kind::Runs,
+                at: runs::DOC.to_owned(),
+                message,
+            });
+        }
+    }
     if report.problems.is_empty() {
         eprintln!(
             "xtask: figures: {} figures checked against {} result files, all of today's \
@@ -280,6 +297,11 @@ pub(crate) fn check() -> Result<(), String> {
     } else {
         Err(grouped(&report.problems))
     }
+}
+
+/// Writes the list of runs in `bench/README.md` as the result files say it today.
+pub(crate) fn write_runs() -> Result<(), String> {
+    runs::write(Path::new(ROOT))
 }
 
 /// The problems under one heading per kind, each heading saying once how to fix its kind.
@@ -379,6 +401,8 @@ enum Kind {
     NotEarlier,
     /// Prose calling a result that is not today's the latest.
     Latest,
+    /// The list of runs in `bench/README.md` is not what the result files say today.
+    Runs,
     /// A count of work behind a `setting` marker.
     SettingCount,
     /// A bound rounded inward.
@@ -392,10 +416,11 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 8] = [
+    const ALL: [Kind; 9] = [
         Kind::Stale,
         Kind::NotEarlier,
         Kind::Latest,
+        Kind::Runs,
         Kind::SettingCount,
         Kind::Bound,
         Kind::Value,
@@ -420,6 +445,7 @@ impl Kind {
                 "Sentences that call a result latest or current while it did not measure \
                  today's code: name a run of today's code, or drop the word"
             }
+            Kind::Runs => "The list of runs, generated from the result files",
             Kind::SettingCount => {
                 "Counts of work marked `setting`: have a test count them (`<!-- figure \
                  asserted by TEST -->`, `<!-- figures: asserted by TEST -->`), or quote a \

