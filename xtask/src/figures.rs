@@ -913,7 +913,10 @@ fn check_line(
         let quoted = as_figure(&masked, &figure, context.versions).or_else(|| {
             context
                 .count_in_cell(&masked, figure.start, &masked[figure.end..])
-                .map(|unit| format!("{} (a count of {unit})", figure.text))
+                .map(|unit| match work_unit(&masked[figure.end..]) {
+                    Some(word) => format!("{} {word}", figure.text),
+                    None => format!("{} (a count of {unit}, by its column)", figure.text),
+                })
         });
         let Some(quoted) = quoted else {
             continue;
@@ -1609,8 +1612,8 @@ mod tests {
                      | `unlock` | 1 | 2 keys |\n| wait | 1 per wake, 1 script | 512 leases |";
         let found = problems(table);
         assert_eq!(found.len(), 3, "{found:?}");
-        assert!(found[0].contains("\"1 (a count of round trips)\" has no marker"));
-        assert!(found[2].contains("\"1 (a count of script)\""), "{found:?}");
+        assert!(found[0].contains("\"1 (a count of round trips, by its column)\" has no marker"));
+        assert!(found[2].contains("\"1 script\""), "{found:?}");
         let setting = "| operation | commands |\n|---|---|\n| release | 8<!-- setting --> |";
         assert!(problems(setting)[0].contains("8 commands is a count of work"));
         let leases =
