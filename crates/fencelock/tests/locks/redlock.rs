@@ -285,7 +285,7 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     // timeout: contention, not what this test measures.
     cycle(&client.mutex("warm-up").expect("name")).await;
     cycle(&mutex).await;
-    released_everywhere(&servers, "paused");
+    released_everywhere(&servers, "paused").await;
     servers[4].pause();
     // A majority answers without the paused master: it costs nothing.
     let mut slowest = Duration::ZERO;
@@ -314,8 +314,10 @@ async fn a_paused_master_costs_one_node_timeout_at_most() {
     );
 }
 
-/// Waits until no master holds the mutex `name`, for at most 10 s.
-fn released_everywhere(servers: &[RedisServer], name: &str) {
+/// Waits until no master holds the mutex `name`, for at most 10 s. It yields to the runtime
+/// while it waits: an unlock returns once a majority released, and the releases on their way
+/// to the other masters are tasks of this runtime.
+async fn released_everywhere(servers: &[RedisServer], name: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let held = |server: &RedisServer| {
         let value = server.cli(&["GET", &lock_key(name)]);
@@ -323,7 +325,7 @@ fn released_everywhere(servers: &[RedisServer], name: &str) {
     };
     while servers.iter().any(held) {
         assert!(Instant::now() < deadline, "{name} is still held somewhere");
-        std::thread::sleep(ms(5));
+        tokio::time::sleep(ms(5)).await;
     }
 }
 
