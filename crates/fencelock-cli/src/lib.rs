@@ -79,7 +79,8 @@ pub struct Cli {
     )]
     redis: String,
     /// Independent Redis masters for RedLock (comma-separated or repeated; 3 or 5): a lock is
-    /// held when a majority granted it. Only mutexes (`run` without a kind flag).
+    /// held when a majority granted it. Only plain mutexes (`run` and `hold` without a kind
+    /// flag or --deadlock-check).
     #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
     redlock: Vec<String>,
     /// Nodes of a Redis Cluster (comma-separated or repeated; one that answers is enough):
