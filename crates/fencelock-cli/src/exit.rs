@@ -8,8 +8,9 @@
 
 /// Done: `hold`, `status`, `unlock --force` and `leader` did their work.
 pub const SUCCESS: u8 = 0;
-/// Bad usage: an unknown flag, a malformed duration or URL, a missing `--force`, a server older
-/// than fencelock supports, `status` or `unlock` on RedLock masters.
+/// Bad usage: an unknown flag, a malformed duration or URL, a name or option fencelock refuses,
+/// a missing `--force`, what the deployment does not offer (`Error::Unsupported`: with
+/// `--redlock`, anything but a plain mutex), a server older than fencelock supports.
 pub const USAGE: u8 = 64;
 /// Redis could not be reached.
 pub const UNAVAILABLE: u8 = 69;
@@ -24,8 +25,8 @@ pub const TIMEOUT: u8 = 74;
 pub const LOST: u8 = 75;
 /// Redis refused the credentials or the command (ACL).
 pub const NOPERM: u8 = 77;
-/// Nothing held: `unlock --force` found no lock of any kind under that name, or `leader` found
-/// nobody leading.
+/// Nothing held: `unlock --force` found no lock under that name (of any kind under the prefix,
+/// or in the `--layout` given), or `leader` found nobody leading.
 pub const NOT_HELD: u8 = 78;
 /// A deadlock: `status --graph` found a cycle of waits, or `run`, `hold` or `elect` with
 /// `--deadlock-check` gave up because its wait closed one.
@@ -55,8 +56,10 @@ pub const TABLE: &[(&str, &str)] = &[
     (
         "64",
         "bad usage: an unknown flag, a bad duration (`500ms`, `30s`, `5m`, `1h`, `1m30s`) or \
-         address (the message says what is expected), `unlock` without `--force`, `status` or \
-         `unlock` with `--redlock`, a server older than Redis 6.2",
+         address (the message says what is expected), a name or option fencelock refuses, \
+         `unlock` without `--force`, what the deployment does not offer (with `--redlock`: \
+         every lock but a plain mutex, `--deadlock-check`, `status`, `top`, `unlock`, `elect` \
+         and `leader`), a server older than Redis 6.2",
     ),
     (
         "69",
@@ -84,8 +87,8 @@ pub const TABLE: &[(&str, &str)] = &[
     ("77", "Redis refused the credentials or a command (ACL)"),
     (
         "78",
-        "nothing held: `unlock --force` found no lock of any kind under the name, `leader` \
-         found nobody leading",
+        "nothing held: `unlock --force` found no lock under the name (of any kind under the \
+         prefix, or in the `--layout` given), `leader` found nobody leading",
     ),
     (
         "79",

@@ -6,12 +6,13 @@
 //! fencelock run NAME [--semaphore N [--permits K] | -s/--read | -x/--write | --fair |
 //!                  --layout LIBRARY]
 //!                  [--lease 30s] [-w/--wait 10s | -n/--no-wait] [-E N] [-q] [-v]
-//!                  [--hold-at-least 5m] [--kill-grace 5s] [--] CMD [ARGS...]
+//!                  [--hold-at-least 5m] [--deadlock-check[=1s]] [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock hold NAME [the lock flags of run, without --kill-grace]
-//! fencelock status [PATTERN] [--json] [--graph [--json | --dot]]
+//! fencelock status [PATTERN] [--json] [--graph [--json | --dot] | --layout LIBRARY]
 //! fencelock top [PATTERN] [--sort name|held|waiters|wait]
-//! fencelock unlock NAME --force
-//! fencelock elect NAME [--value V] [--once] [--lease 30s] [--kill-grace 5s] [--] CMD [ARGS...]
+//! fencelock unlock NAME --force [--layout LIBRARY]
+//! fencelock elect NAME [--value V] [--once] [--lease 30s] [--deadlock-check[=1s]]
+//!                 [--kill-grace 5s] [--] CMD [ARGS...]
 //! fencelock leader NAME [--watch] [--json]
 //! ```
 //!
@@ -78,7 +79,8 @@ pub struct Cli {
     )]
     redis: String,
     /// Independent Redis masters for RedLock (comma-separated or repeated; 3 or 5): a lock is
-    /// held when a majority granted it. Only mutexes (`run` without a kind flag).
+    /// held when a majority granted it. Only plain mutexes (`run` and `hold` without a kind
+    /// flag or --deadlock-check).
     #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
     redlock: Vec<String>,
     /// Nodes of a Redis Cluster (comma-separated or repeated; one that answers is enough):
@@ -121,7 +123,8 @@ enum Command {
     /// or a signal comes, then release it (to bracket several steps of a shell script).
     #[command(after_help = HOLD_HELP)]
     Hold(HoldArgs),
-    /// Show the locks of every kind that are held: holders, fencing token, lease, waiters.
+    /// Show the held locks under the prefix, elections included: holders, fencing token,
+    /// lease, waiters.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
     /// A live view of the locks with holders or waiters, refreshed every second.
@@ -193,13 +196,16 @@ Examples:
 
 const STATUS_HELP: &str = "\
 PATTERN is a glob over lock names (* any characters, ? one, [abc] a set); default all.
-Every kind is listed: mutex, reentrant-mutex, rwlock, semaphore, fair-mutex. HOLDER is the
-holder's host/pid (a read-write lock's holder id), every grant's for a semaphore. HELD is the
-holds: `2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of
-the holds. WAITING counts the clients (usually processes) waiting for a release, and the
-waiters queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's
-writers waiting first. With --json, a failure is reported on standard error as one JSON
-object too: {\"error\": \"...\", \"exit_code\": N}.
+Every kind under the prefix is listed: mutex (a multi-lock's names too), reentrant-mutex,
+rwlock, semaphore, fair-mutex, and election (its leader). A lock kept in another library's
+layout has no prefix: --layout LIBRARY with its name shows it; --graph and `top` show it only
+through the waits recorded for it. HOLDER is the holder's host/pid (a read-write lock's holder
+id, an election's published value), every grant's for a semaphore. HELD is the holds:
+`2 read`, `1 write`, `2/3 permits` of a semaphore. REMAINING is the longest lease of the
+holds. WAITING counts the clients (usually processes) waiting for a release, and the waiters
+queued in Redis: a mutex's waiters, a fair mutex's line, a read-write lock's writers waiting
+first. With --json, a failure is reported on standard error as one JSON object too:
+{\"error\": \"...\", \"exit_code\": N}.
 
 With --graph, prints the wait-for graph instead: each lock with its holders and the waiters
 that recorded their wait (every wait that has lasted a second, by default), the tasks each
@@ -210,17 +216,21 @@ waiter waits for, the waiters that recorded none yet, and every deadlock (a cycl
 Examples:
   fencelock status
   fencelock status 'nightly-*' --json | jq '.[].holder'
+  fencelock status --layout redis-py jobs:nightly
   fencelock status --graph
   fencelock status --graph --dot | dot -Tsvg > waits.svg";
 
 const UNLOCK_HELP: &str = "\
-Releases the locks of every kind held under NAME and wakes their waiters; the fence sequence,
-a fair mutex's line and a semaphore's total are kept. Prints what it removed, or exits 78 when
-nothing was held. A holder that is still alive
-learns at its next renewal that it lost the lock.
+Releases the locks of every kind held under NAME, under the prefix (an election's leadership
+included), and wakes their waiters; the fence sequence, a fair mutex's line and a semaphore's
+total are kept. With --layout LIBRARY it releases instead the lock NAME kept in that library's
+layout, with that library's own release effects. Prints what it removed, or exits 78 when
+nothing was held. A holder that is still alive learns at its next renewal that it lost the
+lock.
 
 Examples:
-  fencelock unlock nightly-report --force";
+  fencelock unlock nightly-report --force
+  fencelock unlock --layout redis-py jobs:nightly --force";
 
 /// What `run` and `hold` share: the lock to take and how.
 #[derive(Debug, Args)]

@@ -61,10 +61,22 @@ impl RedisCluster {
     /// If a process does not start or the cluster does not settle within 30 s (the message
     /// says what was missing).
     pub fn start() -> Self {
+        Self::start_with(ServerOptions::default())
+    }
+
+    /// Starts a cluster whose nodes are configured by `options` besides the cluster settings:
+    /// for example an [`acl_user`](ServerOptions::acl_user), defined on every node. The
+    /// cluster is created as the `default` user, so `options` must leave it a password-free
+    /// user that may run `CLUSTER` commands.
+    ///
+    /// # Panics
+    ///
+    /// As for [`start`](Self::start).
+    pub fn start_with(options: ServerOptions) -> Self {
         let count = MASTERS * (1 + REPLICAS_PER_MASTER);
         let nodes: Vec<RedisServer> = (0..count)
             .map(|_| {
-                RedisServer::start_with(ServerOptions::default().args([
+                RedisServer::start_with(options.clone().args([
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",

@@ -59,11 +59,19 @@ fn definition(line: &str) -> Option<(&str, &str)> {
 }
 
 /// What the prose of `text` links to: the labels of reference links written as
-/// ``[`path`]`` (or ``[text][`path`]``), and the destinations of inline links.
+/// ``[`path`]`` (or ``[text][`path`]``), and the destinations of inline links, whatever their
+/// text (`[supported servers](crate#supported-servers)` as well as ``[`Client`](…)``).
 fn links(text: &str) -> (BTreeSet<String>, Vec<String>) {
     let mut labels = BTreeSet::new();
     let mut inline = Vec::new();
     for line in prose(text).filter(|line| definition(line).is_none()) {
+        let mut rest = line;
+        while let Some(open) = rest.find("](") {
+            rest = &rest[open + 2..];
+            let end = rest.find(')').unwrap_or(rest.len());
+            inline.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
         let mut rest = line;
         while let Some(open) = rest.find("[`") {
             rest = &rest[open + 2..];
@@ -74,10 +82,8 @@ fn links(text: &str) -> (BTreeSet<String>, Vec<String>) {
                 continue;
             }
             match rest.chars().next() {
-                Some('(') => {
-                    let end = rest.find(')').unwrap_or(rest.len());
-                    inline.push(rest[1..end].to_owned());
-                }
+                // An inline link: its destination is read above.
+                Some('(') => {}
                 // Link text: its label is the next bracket, read on the next turn.
                 Some('[') => {}
                 _ => {
@@ -96,9 +102,11 @@ fn definitions(text: &str) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// A destination GitHub can follow: a web address, or another doc of the same directory.
+/// A destination GitHub can follow: a web address, a heading of the same page, or another doc
+/// of the same directory (with a heading of it or not).
 fn followed_by_github(destination: &str) -> bool {
     destination.starts_with("https://")
+        || destination.starts_with('#')
         || destination.split('#').next().is_some_and(|file| {
             file.ends_with(".md") && !file.contains('/') && docs().join(file).is_file()
         })
