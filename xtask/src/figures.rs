@@ -41,7 +41,9 @@
 //!   arithmetic alone (`1.97 s<!-- figure: 3 * 2 / 3 - (0.01 * 3 + 0.002) -->`).
 //! - **A figure a test asserts**: `<!-- figure asserted by FILE -->` after it, FILE a test that
 //!   reads this doc (it names the doc's file) and fails when the figure is not what it
-//!   measures. This is how a count of work (`8 commands` for a handoff) is quoted.
+//!   measures. This is how a count of work (`8 commands` for a handoff) is quoted. A test
+//!   that measures several figures is told which one by `figure asserted by FILE: WHAT`
+//!   (`tests/locks/costs.rs: mutex.offer`); the test fails on a WHAT it does not measure.
 //! - **A setting, default or limit**, not a result: `<!-- setting -->` after it
 //!   (`a 1 s<!-- setting --> lease`), or `<!-- setting: why -->`. Not on a count of work
 //!   ([`WORK_UNITS`]: `commands`, `calls`, `scripts`, `round trips`, `messages`, written before
@@ -670,10 +672,17 @@ fn figure_marker<'a>(comment: &str, rest: &'a str) -> Result<Marker<'a>, String>
             earlier: false,
         });
     }
-    if let Some(file) = rest.strip_prefix("asserted by ") {
-        let file = file.trim();
-        return if file.is_empty() || file.contains(char::is_whitespace) {
-            Err(format!("{comment:?}: expected `figure asserted by FILE`"))
+    if let Some(asserted) = rest.strip_prefix("asserted by ") {
+        // `FILE` or `FILE: WHAT`, WHAT naming for the test which of its measurements it is.
+        let (file, what) = match asserted.split_once(": ") {
+            Some((file, what)) => (file.trim(), Some(what.trim())),
+            None => (asserted.trim(), None),
+        };
+        let malformed = |s: &str| s.is_empty() || s.contains(char::is_whitespace);
+        return if malformed(file) || what.is_some_and(malformed) {
+            Err(format!(
+                "{comment:?}: expected `figure asserted by FILE` or `figure asserted by FILE: WHAT`"
+            ))
         } else {
             Ok(Marker::AssertedBy(file))
         };
@@ -1635,6 +1644,14 @@ mod tests {
         );
         assert!(problems("8 commands<!-- figure asserted by none.rs -->")[0]
             .contains("cannot read none.rs"));
+        assert_eq!(
+            problems("8 commands<!-- figure asserted by memory.rs: mutex.offer -->"),
+            Vec::<String>::new()
+        );
+        assert!(
+            problems("8 commands<!-- figure asserted by memory.rs: two words -->")[0]
+                .contains("expected `figure asserted by FILE`")
+        );
     }
 
     #[test]

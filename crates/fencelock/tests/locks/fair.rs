@@ -677,12 +677,12 @@ fn commands_run(server: &RedisServer) -> u64 {
 }
 
 /// The commands that one hand-off costs at most when four workers, each on a client of its
-/// own, take turns without pause: the holder's release (11: `EVALSHA GET ZPOPMIN ZSCORE ZREM
-/// TIME SET PUBLISH` for the offer to the first in line, `ZRANGE ZSCORE PUBLISH` for the note
-/// to the second), the first waiter's claim (3: `EVALSHA GET SET`), and the former holder's
-/// attempt that puts it at the back of the line again (at most 11: `EVALSHA GET PTTL TIME
-/// ZSCORE ZADD ZRANGE ZADD PTTL`, and `PEXPIRE PEXPIRE` when its place ends after the line's
-/// expiry).
+/// own, take turns without pause (each count is checked by `costs.rs`): the holder's release
+/// (11: `EVALSHA GET ZPOPMIN ZSCORE TIME ZREM SET PUBLISH ZRANGE ZSCORE PUBLISH`, the offer to
+/// the first in line and the note to the second), the first waiter's claim (3: `EVALSHA GET
+/// SET`), and the former holder's attempt that puts it at the back of the line again (9:
+/// `EVALSHA GET PTTL ZSCORE TIME ZADD ZRANGE ZADD PTTL`; `PEXPIRE PEXPIRE` more at most once
+/// per place's length).
 const COMMANDS_PER_HAND_OFF: u64 = 25;
 
 #[tokio::test]

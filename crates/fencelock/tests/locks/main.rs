@@ -10,6 +10,7 @@ mod blocking;
 mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
+mod costs;
 mod docs;
 mod election;
 mod examples;

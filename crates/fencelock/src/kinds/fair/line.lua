@@ -33,7 +33,10 @@ local function fair_line(line_key, places_key, stop)
       if first == stop and live then
         return nil
       end
-      redis.call('ZREM', line_key, first)
+      if stop then
+        -- Read, not popped: out of the line now.
+        redis.call('ZREM', line_key, first)
+      end
       redis.call('ZREM', places_key, first)
       if live then
         return first

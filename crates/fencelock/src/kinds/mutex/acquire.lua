@@ -1,6 +1,6 @@
 -- Takes a mutex if it is free. A refused waiter takes (or keeps) a place among
--- the lock's waiters, so that a release can grant the lock to it in the same
--- call (release.lua), and marks the held value so that its release looks for
+-- the lock's waiters, so that a release can offer it the lock in the same call
+-- (release.lua), and marks the held value so that its release looks for
 -- one.
 -- KEYS[1] lock key, KEYS[2] places (zset: place member -> when the place ends,
 -- server ms; the member is the token, lease and label: value.lua)
