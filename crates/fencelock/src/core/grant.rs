@@ -19,7 +19,7 @@ use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter, Wake};
 use crate::core::observe::{Acquiring, Hold};
 use crate::core::shared::Shared;
-use crate::core::waits::Wait;
+use crate::core::waits::{wait_began, Wait};
 use crate::cycle::{LockKind, Task, WaitCycle};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ReplicaAck};
@@ -539,7 +539,7 @@ impl Checker {
             task: Task::current(),
             kind,
             names,
-            since: SystemTime::now(),
+            since: wait_began(SystemTime::now()),
             every,
             refuses,
             recorded: AtomicBool::new(false),

@@ -106,6 +106,16 @@ impl Wait {
     }
 }
 
+/// When a wait that begins now began, as every process reads it back from its record: whole
+/// milliseconds. A waiter compares its own wait with the others' records to learn whether it
+/// is the youngest of a cycle, the one to give up; compared at a finer grain than the others
+/// read it, two waits begun in the same millisecond could each find itself the younger, and
+/// both give up.
+pub(crate) fn wait_began(now: SystemTime) -> SystemTime {
+    let since = now.duration_since(UNIX_EPOCH).map_or(0, millis);
+    UNIX_EPOCH + Duration::from_millis(since)
+}
+
 fn hex(text: &str) -> String {
     text.bytes().map(|b| format!("{b:02x}")).collect()
 }
@@ -613,6 +623,25 @@ fn fence_time(fence: Fence) -> SystemTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_begins_as_others_read_it_back() {
+        // 0.7 ms into a millisecond: read back by others as its whole millisecond.
+        let now = UNIX_EPOCH + Duration::from_micros(1_790_000_000_123_700);
+        let wait = Wait {
+            task: TaskId {
+                client: "abcdefgh".into(),
+                task: "t7".into(),
+            },
+            label: String::new(),
+            since: wait_began(now),
+            waits_for: vec![(LockKind::Mutex, "x".into())],
+            holds: Vec::new(),
+            ttl: Duration::ZERO,
+        };
+        let read = Wait::decode(wait.task.clone(), &wait.encode()).expect("a record");
+        assert_eq!(read.since, wait.since);
+    }
 
     #[test]
     fn records_read_back_as_written() {
