@@ -38,9 +38,9 @@ pub const UNSEEN_WAITS: u8 = 80;
 /// The command could not be started (not found, not executable).
 pub const CANNOT_RUN: u8 = 127;
 
-/// Every exit code of `fencelock`, with what it means: the one table that `fencelock --help`,
-/// the repository's README and this crate's README show, row for row (a test checks that they
-/// agree with it, and that it has a row for every constant of this module).
+/// Every exit code of `fencelock`, with what it means: the one table that `fencelock --help` and
+/// this crate's README show, row for row (a test checks that they agree with it, and that it has
+/// a row for every constant of this module).
 pub const TABLE: &[(&str, &str)] = &[
     (
         "the command's own",

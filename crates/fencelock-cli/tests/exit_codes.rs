@@ -1,6 +1,6 @@
 //! One table of exit codes: [`fencelock_cli::exit::TABLE`] has a row for every constant of the
-//! `exit` module and no other, and `fencelock --help`, the repository's README and this crate's
-//! README show exactly its rows.
+//! `exit` module and no other, `fencelock --help` and this crate's README show exactly its rows,
+//! and the repository's README, which links to this crate's, keeps no copy of it.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -71,13 +71,22 @@ fn the_table_has_a_row_for_every_exit_constant_and_no_other() {
 }
 
 #[test]
-fn both_readmes_show_exactly_the_table() {
-    for readme in [
-        crate_dir().join("../../README.md"),
-        crate_dir().join("README.md"),
-    ] {
-        assert_eq!(markdown_rows(&readme), table(), "{readme:?}");
-    }
+fn the_readme_shows_exactly_the_table() {
+    let readme = crate_dir().join("README.md");
+    assert_eq!(markdown_rows(&readme), table(), "{readme:?}");
+}
+
+#[test]
+fn the_repository_readme_keeps_no_copy_of_the_table() {
+    let readme = crate_dir().join("../../README.md");
+    let copies = read(&readme)
+        .lines()
+        .filter(|line| line.trim() == HEADING)
+        .count();
+    assert_eq!(
+        copies, 0,
+        "{readme:?} has an exit-code table: link to this crate's README instead"
+    );
 }
 
 #[test]
