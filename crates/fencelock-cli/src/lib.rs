@@ -368,7 +368,8 @@ const TOP_HELP: &str = "\
 Shows, once a second, each lock with holders or recorded waiters: its kind, its holder's label
 (`+N` more holders), how long it has been held, its waiters (recorded waits, or the clients
 listening for its release) and the longest recorded wait, marked DEADLOCK when a cycle of waits
-goes through it. Keys: q quits, s changes the sort key. On a pipe it prints one snapshot.
+goes through it. Keys: q (or Ctrl-C) quits, s changes the sort key. On a pipe it prints one
+snapshot.
 
 Examples:
   fencelock top

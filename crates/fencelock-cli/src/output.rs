@@ -14,14 +14,20 @@ pub(crate) fn print(text: &str) {
         .and_then(|()| stdout.flush());
 }
 
-/// `header` and `rows` as aligned columns, two spaces apart, one line each.
-pub(crate) fn columns<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
-    let mut widths = header.map(str::len);
+/// The width of each column of `header` and `rows`: its widest cell, in characters.
+pub(crate) fn widths<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> [usize; N] {
+    let mut widths = header.map(|h| h.chars().count());
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
+    widths
+}
+
+/// `header` and `rows` as aligned columns, two spaces apart, one line each.
+pub(crate) fn columns<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let widths = widths(header, rows);
     let mut out = String::new();
     let mut line = |cells: &[String]| {
         let padded: Vec<String> = cells

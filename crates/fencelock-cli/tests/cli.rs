@@ -1917,58 +1917,104 @@ fn status_graph_shows_its_progress_on_a_terminal_only() {
     assert!(progress < erased, "{screen:?}");
 }
 
-/// `tmux -L <socket> ARGS`: a tmux server of this test's own.
-fn tmux(socket: &str, args: &[&str]) -> Output {
-    Command::new("tmux")
-        .arg("-L")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("run tmux")
+/// A tmux server of the test's own, its socket in a temporary directory, with one session
+/// `top`; killed however the test ends, and its socket removed with the directory.
+struct Tmux {
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
-/// Kills the test's tmux server, however the test ends.
-struct TmuxServer(String);
-
-impl Drop for TmuxServer {
-    fn drop(&mut self) {
-        let _ = tmux(&self.0, &["kill-server"]);
+impl Tmux {
+    /// The server, with the session `top` of `width` × `height` running `command`.
+    fn start(width: u16, height: u16, command: &str) -> Tmux {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tmux = Tmux {
+            socket: dir.path().join("tmux"),
+            _dir: dir,
+        };
+        let (width, height) = (width.to_string(), height.to_string());
+        let started = tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            &width,
+            "-y",
+            &height,
+            command,
+        ]);
+        assert!(started.status.success(), "{}", stderr(&started));
+        tmux
     }
-}
 
-/// Reads the pane until `wanted` is on it, within 10 s.
-fn screen_with(socket: &str, wanted: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let screen =
-            String::from_utf8_lossy(&tmux(socket, &["capture-pane", "-p", "-t", "top"]).stdout)
-                .into_owned();
-        if screen.contains(wanted) {
-            return screen;
+    /// `tmux -S <socket> ARGS`.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux")
+    }
+
+    /// Reads the pane until `wanted` is on it, within 10 s.
+    fn screen_with(&self, wanted: &str) -> String {
+        self.screen_when(wanted, |screen| screen.contains(wanted))
+    }
+
+    /// Reads the pane until `ready` holds of it, within 10 s; `what` says what was awaited.
+    fn screen_when(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let screen =
+                String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "top"]).stdout)
+                    .into_owned();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what:?} never showed:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
-        assert!(
-            Instant::now() < deadline,
-            "{wanted:?} never showed:\n{screen}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// A client whose holds are labelled `job-alpha`, holding the mutex `alpha`.
+fn alpha_held(
+    server: &RedisServer,
+    runtime: &tokio::runtime::Runtime,
+) -> (fencelock::Client, fencelock::MutexGuard) {
+    use fencelock::{Client, ClientOptions};
+
+    runtime.block_on(async {
+        let options = ClientOptions::default().holder_label("job-alpha");
+        let client = Client::connect_with_options(server.url().as_str(), options)
+            .await
+            .expect("connect");
+        let alpha = client
+            .mutex("alpha")
+            .expect("name")
+            .lock()
+            .await
+            .expect("lock");
+        (client, alpha)
+    })
 }
 
 #[test]
 fn top_is_live_in_a_terminal_sorts_on_s_quits_on_q_and_prints_one_snapshot_on_a_pipe() {
-    use fencelock::{Client, ClientOptions};
-
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let client = runtime.block_on(async {
-        let options = ClientOptions::default().holder_label("job-alpha");
-        Client::connect_with_options(server.url().as_str(), options)
-            .await
-            .expect("connect")
-    });
-    let alpha = runtime
-        .block_on(async { client.mutex("alpha").expect("name").lock().await })
-        .expect("lock");
+    let (client, alpha) = alpha_held(&server, &runtime);
 
     // On a pipe: one snapshot, then exit.
     let out = output(&server, &["top"]);
@@ -1982,43 +2028,89 @@ fn top_is_live_in_a_terminal_sorts_on_s_quits_on_q_and_prints_one_snapshot_on_a_
         "{snapshot}"
     );
 
-    // In a terminal: live until q.
-    let socket = format!("fencelock-top-{}", std::process::id());
-    let _server_of_tmux = TmuxServer(socket.clone());
-    let command = format!("env REDIS_URL={} {FENCELOCK} top", server.url());
-    let started = tmux(
-        &socket,
-        &[
-            "new-session",
-            "-d",
-            "-s",
-            "top",
-            "-x",
-            "160",
-            "-y",
-            "20",
-            &command,
-        ],
+    // In a terminal: live until q, in a shell that then records the terminal's settings and
+    // top's exit status, and stays for the pane to be read.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (before, after) = (dir.path().join("before"), dir.path().join("after"));
+    let command = format!(
+        "stty -g > {}; env REDIS_URL={} {FENCELOCK} top; code=$?; stty -g > {}; \
+         echo \"top exited $code\"; exec sleep 60",
+        before.display(),
+        server.url(),
+        after.display(),
     );
-    assert!(started.status.success(), "{}", stderr(&started));
-    let screen = screen_with(&socket, "sorted by name");
+    let tmux = Tmux::start(160, 20, &command);
+    let screen = tmux.screen_with("sorted by name");
     assert!(screen.contains("job-alpha"), "{screen}");
     // A lock taken now shows within a refresh.
     let beta = runtime
         .block_on(async { client.semaphore("beta", 3).expect("name").acquire().await })
         .expect("permit");
-    screen_with(&socket, "beta");
-    tmux(&socket, &["send-keys", "-t", "top", "s"]);
-    println!("{}", screen_with(&socket, "sorted by held"));
-    tmux(&socket, &["send-keys", "-t", "top", "q"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tmux(&socket, &["has-session", "-t", "top"])
-        .status
-        .success()
-    {
-        assert!(Instant::now() < deadline, "q did not end top");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tmux.screen_with("beta");
+    tmux.run(&["send-keys", "-t", "top", "s"]);
+    println!("{}", tmux.screen_with("sorted by held"));
+    tmux.run(&["send-keys", "-t", "top", "q"]);
+
+    // Ended with status 0, and the terminal is as it was: its settings (raw mode off), the
+    // main screen back, the cursor shown.
+    let screen = tmux.screen_with("top exited");
+    assert!(screen.contains("top exited 0"), "{screen}");
+    assert!(!screen.contains("sorted by"), "{screen}");
+    let settings = |path: &Path| std::fs::read_to_string(path).expect("stty -g");
+    assert_eq!(settings(&before), settings(&after));
+    let modes = tmux.run(&[
+        "display-message",
+        "-p",
+        "-t",
+        "top",
+        "#{alternate_on} #{cursor_flag}",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&modes.stdout).trim(), "0 1");
+    runtime.block_on(async {
+        alpha.unlock().await.expect("unlock");
+        beta.release().await.expect("release");
+    });
+}
+
+/// A resized terminal is drawn at its new size: each line cut at the edge (not wrapped onto the
+/// next), the whole title back once the terminal is wide again.
+#[test]
+fn top_draws_at_the_terminals_size_after_a_resize() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (client, alpha) = alpha_held(&server, &runtime);
+
+    let command = format!("env REDIS_URL={} {FENCELOCK} top", server.url());
+    let tmux = Tmux::start(160, 20, &command);
+    let keys = "[q quit  s sort]";
+    tmux.screen_with(keys);
+
+    let resized = tmux.run(&["resize-window", "-t", "top", "-x", "70", "-y", "8"]);
+    assert!(resized.status.success(), "{}", stderr(&resized));
+    // tmux crops what was drawn; a lock taken after the resize is drawn after it too. The
+    // title is longer than 70 columns; the table is not.
+    let beta = runtime
+        .block_on(async { client.semaphore("beta", 3).expect("name").acquire().await })
+        .expect("permit");
+    let narrow = tmux.screen_when("the view at 70 columns", |screen| {
+        let lines: Vec<&str> = screen.lines().collect();
+        lines.len() == 8
+            && lines[0].starts_with("fencelock top  2 lock(s)")
+            && !lines[0].contains(keys)
+            && lines[1].starts_with("NAME")
+            && lines[2].starts_with("alpha")
+            && lines[3].starts_with("beta")
+    });
+    println!("{narrow}");
+    assert!(narrow.lines().all(|l| l.chars().count() <= 70), "{narrow}");
+    assert!(narrow.contains("job-alpha"), "{narrow}");
+
+    let resized = tmux.run(&["resize-window", "-t", "top", "-x", "120", "-y", "20"]);
+    assert!(resized.status.success(), "{}", stderr(&resized));
+    let wide = tmux.screen_when("the view at 120 columns", |screen| {
+        screen.lines().next().is_some_and(|l| l.contains(keys)) && screen.lines().count() == 20
+    });
+    assert!(wide.contains("job-alpha"), "{wide}");
     runtime.block_on(async {
         alpha.unlock().await.expect("unlock");
         beta.release().await.expect("release");

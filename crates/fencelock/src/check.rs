@@ -186,12 +186,13 @@ fn warnings(settings: &[(String, String)]) -> Vec<DeploymentWarning> {
     };
     let mut found = Vec::new();
     let limited = get("maxmemory").is_some_and(|m| m != "0");
-    if let Some(policy) = get("maxmemory-policy") {
-        if limited && policy != "noeviction" {
-            found.push(DeploymentWarning::EvictsLockKeys {
-                policy: policy.to_owned(),
-            });
-        }
+    if let Some(policy) = get("maxmemory-policy")
+        && limited
+        && policy != "noeviction"
+    {
+        found.push(DeploymentWarning::EvictsLockKeys {
+            policy: policy.to_owned(),
+        });
     }
     if get("appendonly") == Some("no") {
         found.push(DeploymentWarning::NoAppendOnlyFile);

@@ -115,10 +115,10 @@ async fn check_masters_access(nodes: &[Conn], node_timeout: Duration) -> Result<
         );
     }
     while let Some(checked) = checks.join_next().await {
-        if let Ok(Ok(Err(refused))) = checked {
-            if refused.is_auth_failure() {
-                return Err(refused);
-            }
+        if let Ok(Ok(Err(refused))) = checked
+            && refused.is_auth_failure()
+        {
+            return Err(refused);
         }
     }
     Ok(())

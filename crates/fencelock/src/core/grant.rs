@@ -170,10 +170,10 @@ async fn wait_for_grant<K: Kind>(
             let outcome = race::first([woken as Branch<'_, _>, shut_down, deadlock]).await;
             // The next check comes an interval after this one ended; one a wake cut short runs
             // again at once.
-            if let Some(checker) = &checker {
-                if checked.swap(false, Ordering::Relaxed) {
-                    next_check = Some(Instant::now() + checker.every());
-                }
+            if let Some(checker) = &checker
+                && checked.swap(false, Ordering::Relaxed)
+            {
+                next_check = Some(Instant::now() + checker.every());
             }
             match outcome? {
                 Woke::Release(_, Wake::After(offer)) => {

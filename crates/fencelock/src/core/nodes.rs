@@ -212,27 +212,27 @@ impl Nodes {
             .await;
         let grants: Vec<&[i64]> = granted(&sent.answers).collect();
         let grants_count = grants.len();
-        if grants.len() >= self.majority() {
-            if let Some(fences) = self.fences(&grants, &raise, name).await {
-                if Instant::now() < valid_until(sent.at) {
-                    return Acquisition {
-                        decided: Ok(Acquired::Granted {
-                            fences,
-                            sent_at: sent.at,
-                        }),
-                        spent: false,
-                    };
-                }
-                // A grant, but too late to trust: the caller gives it back. No refusal is
-                // behind it, so it is no sign of another holder.
+        if grants.len() >= self.majority()
+            && let Some(fences) = self.fences(&grants, &raise, name).await
+        {
+            if Instant::now() < valid_until(sent.at) {
                 return Acquisition {
-                    decided: Err(Error::LateGrant {
-                        name: name.to_owned(),
-                        took: sent.at.elapsed(),
+                    decided: Ok(Acquired::Granted {
+                        fences,
+                        sent_at: sent.at,
                     }),
-                    spent: true,
+                    spent: false,
                 };
             }
+            // A grant, but too late to trust: the caller gives it back. No refusal is
+            // behind it, so it is no sign of another holder.
+            return Acquisition {
+                decided: Err(Error::LateGrant {
+                    name: name.to_owned(),
+                    took: sent.at.elapsed(),
+                }),
+                spent: true,
+            };
         }
         // A refusal decided before every node answered: a node not heard from may still
         // grant the request, and nothing else would release that grant.

@@ -623,10 +623,10 @@ async fn run(
                 Some(Event::Message(channel, payload)) => dispatch(&registry, &channel, &payload),
                 Some(Event::Interrupted) => wake_everyone(&registry),
                 Some(Event::Unsubscribed(channel)) => {
-                    if let Some(c) = conn.as_mut() {
-                        if !resubscribe(c, &registry, &channel).await {
-                            conn = None;
-                        }
+                    if let Some(c) = conn.as_mut()
+                        && !resubscribe(c, &registry, &channel).await
+                    {
+                        conn = None;
                     }
                     // A release may have been announced on the slot's new master already.
                     wake_channel(&registry, &channel);
@@ -637,12 +637,12 @@ async fn run(
                 }
             },
             Step::Quiet => {
-                if let Some(c) = conn.as_mut() {
-                    if !answers(c).await {
-                        // Silent: what it should have delivered may be lost.
-                        conn = None;
-                        wake_everyone(&registry);
-                    }
+                if let Some(c) = conn.as_mut()
+                    && !answers(c).await
+                {
+                    // Silent: what it should have delivered may be lost.
+                    conn = None;
+                    wake_everyone(&registry);
                 }
             }
             Step::Lingered => {
@@ -655,10 +655,10 @@ async fn run(
                 for channel in ended {
                     lingering.remove(&channel);
                     let still_wanted = lock(&registry).channels.contains_key(&channel);
-                    if let (Some(c), false) = (conn.as_mut(), still_wanted) {
-                        if !unsubscribe(c, &channel).await {
-                            conn = None;
-                        }
+                    if let (Some(c), false) = (conn.as_mut(), still_wanted)
+                        && !unsubscribe(c, &channel).await
+                    {
+                        conn = None;
                     }
                 }
             }

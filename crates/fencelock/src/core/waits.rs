@@ -589,10 +589,10 @@ fn unrecorded(lock: &LockWaits) -> u64 {
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     let tasks = count(lock.waiters.len());
     let queued = info.queued.map(|queued| queued.saturating_sub(tasks));
-    if matches!(lock.kind, LockKind::Mutex | LockKind::FairMutex) {
-        if let Some(queued) = queued {
-            return queued;
-        }
+    if matches!(lock.kind, LockKind::Mutex | LockKind::FairMutex)
+        && let Some(queued) = queued
+    {
+        return queued;
     }
     let clients: BTreeSet<&str> = lock
         .waiters

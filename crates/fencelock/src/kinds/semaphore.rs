@@ -520,17 +520,17 @@ impl Semaphore {
 
     /// Turns the acquire script's refusal of more permits than the total into a typed error.
     fn over_total(&self, error: Error, asked: u32) -> Error {
-        if let Error::Redis(e) = &error {
-            if e.code() == Some(OVER_TOTAL) {
-                let total = e.detail().unwrap_or("fewer").trim();
-                return Error::InvalidOption {
-                    option: "permits",
-                    reason: format!(
-                        "{asked} permits asked of semaphore {:?}, whose total is {total}",
-                        self.inner.lock.name
-                    ),
-                };
-            }
+        if let Error::Redis(e) = &error
+            && e.code() == Some(OVER_TOTAL)
+        {
+            let total = e.detail().unwrap_or("fewer").trim();
+            return Error::InvalidOption {
+                option: "permits",
+                reason: format!(
+                    "{asked} permits asked of semaphore {:?}, whose total is {total}",
+                    self.inner.lock.name
+                ),
+            };
         }
         error
     }

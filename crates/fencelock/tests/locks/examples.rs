@@ -456,10 +456,10 @@ impl Pods {
     /// Reads until a pod reports that it leads: its index and fence.
     fn next_leader(&mut self) -> (usize, u64) {
         loop {
-            if let Some((pod, line)) = self.read() {
-                if line.contains(": leading (fence ") {
-                    return (pod, fence_in(&line));
-                }
+            if let Some((pod, line)) = self.read()
+                && line.contains(": leading (fence ")
+            {
+                return (pod, fence_in(&line));
             }
         }
     }

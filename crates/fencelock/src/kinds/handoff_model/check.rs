@@ -333,7 +333,7 @@ fn summary(state: &State, config: &Config) -> String {
             };
             format!(
                 "c{at}.{} {phase}{sub}{}",
-                c.gen,
+                c.generation,
                 if c.frozen { " frozen" } else { "" }
             )
         })

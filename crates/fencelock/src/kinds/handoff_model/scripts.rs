@@ -378,10 +378,11 @@ impl<'a> Redis<'a> {
         let places = &mut self.state.server.places;
         for _ in 0..CANDIDATES {
             let first = places.first()?;
-            if let Line::Fair { stop: Some(stop) } = line {
-                if first.token == stop && (first.is_live() || keeps_ended_turn) {
-                    return None;
-                }
+            if let Line::Fair { stop: Some(stop) } = line
+                && first.token == stop
+                && (first.is_live() || keeps_ended_turn)
+            {
+                return None;
             }
             places.remove(0);
             let excepted = matches!(line, Line::Places { except } if except == first.token);
@@ -496,7 +497,7 @@ impl<'a> Redis<'a> {
             return false;
         }
         let client = self.state.client(token.client);
-        let targets = matches!(client.phase, Phase::Waiting(w) if w.target == token.gen);
+        let targets = matches!(client.phase, Phase::Waiting(w) if w.target == token.generation);
         client.runs() && targets && matches!(client.sub, Sub::On(_))
     }
 
@@ -542,7 +543,7 @@ fn may_heed(client: &Client, note: Note, config: &Config) -> bool {
     }
     let target = match client.phase {
         Phase::Waiting(w) => w.target,
-        _ => client.gen,
+        _ => client.generation,
     };
-    note.token.gen == client.gen || note.token.gen == target
+    note.token.generation == client.generation || note.token.generation == target
 }

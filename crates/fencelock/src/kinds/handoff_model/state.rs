@@ -91,17 +91,17 @@ impl<T: Copy + Default, const N: usize> Seq<T, N> {
 }
 
 /// An owner token: the client that drew it and which of its tokens it is (from 1). Ordered as
-/// the scripts order place members with equal scores: `c<client>.<gen>:` compares by client,
-/// then by gen (both one digit).
+/// the scripts order place members with equal scores: `c<client>.<generation>:` compares by client,
+/// then by generation (both one digit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Token {
     pub(crate) client: u8,
-    pub(crate) gen: u8,
+    pub(crate) generation: u8,
 }
 
 impl std::fmt::Display for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "c{}.{}:", self.client, self.gen)
+        write!(f, "c{}.{}:", self.client, self.generation)
     }
 }
 
@@ -209,17 +209,17 @@ pub(crate) enum Request {
     Extend { age: u8 },
 }
 
-/// A request, its token's gen (a release's or an extension's), as queued.
+/// A request, its token's generation (a release's or an extension's), as queued.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Sent {
     pub(crate) request: Request,
-    pub(crate) gen: u8,
+    pub(crate) generation: u8,
 }
 
 /// A reply on its way back to a client.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Answer {
-    pub(crate) gen: u8,
+    pub(crate) generation: u8,
     pub(crate) reply: Reply,
     /// The acquire's `refused_before`, for a resend of the same request.
     pub(crate) refused_before: bool,
@@ -251,7 +251,7 @@ pub(crate) enum Wake {
 /// A client inside `lock()` (`wait_for_grant`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Wait {
-    /// The gen its registration is addressed by: the token's, except between a late grant
+    /// The generation its registration is addressed by: the token's, except between a late grant
     /// and the next refusal (`retarget`).
     pub(crate) target: u8,
     /// Whether Redis refused this token (its next acquire says `refused_before`).
@@ -288,8 +288,8 @@ pub(crate) enum Phase {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Client {
     pub(crate) phase: Phase,
-    /// Its current token's gen (0: none drawn yet).
-    pub(crate) gen: u8,
+    /// Its current token's generation (0: none drawn yet).
+    pub(crate) generation: u8,
     /// Calls of `lock()` left.
     pub(crate) rounds: u8,
     pub(crate) sub: Sub,
@@ -312,7 +312,7 @@ impl Client {
     pub(crate) fn token(&self, client: u8) -> Token {
         Token {
             client,
-            gen: self.gen,
+            generation: self.generation,
         }
     }
 
@@ -323,7 +323,7 @@ impl Client {
 
     /// Whether this client waits with `token`.
     pub(crate) fn waits_as(&self, token: Token) -> bool {
-        matches!(self.phase, Phase::Waiting(_)) && self.gen == token.gen
+        matches!(self.phase, Phase::Waiting(_)) && self.generation == token.generation
     }
 }
 

@@ -155,10 +155,11 @@ fn fault_actions(state: &State, config: &Config, c: u8, actions: &mut Vec<Action
     if budget.duplicate > 0 && !client.inbox.is_empty() {
         actions.push(Action::Duplicate(c));
     }
-    if let Some(head) = client.replies.first() {
-        if budget.resend > 0 && matches!(head.reply, Reply::Granted | Reply::Refused { .. }) {
-            actions.push(Action::LoseReply(c));
-        }
+    if let Some(head) = client.replies.first()
+        && budget.resend > 0
+        && matches!(head.reply, Reply::Granted | Reply::Refused { .. })
+    {
+        actions.push(Action::LoseReply(c));
     }
     let sending = matches!(client.phase, Phase::Waiting(w) if w.sending);
     if budget.late > 0 && !client.late && sending {
@@ -229,7 +230,7 @@ pub(crate) fn apply(state: &State, config: &Config, action: Action) -> (State, E
             let client = next.client_mut(c);
             client.requests.push(Sent {
                 request: Request::Release,
-                gen: client.gen,
+                generation: client.generation,
             });
             client.phase = Phase::Idle;
         }
@@ -238,7 +239,7 @@ pub(crate) fn apply(state: &State, config: &Config, action: Action) -> (State, E
             let client = next.client_mut(c);
             client.background.push(Sent {
                 request: Request::Extend { age: 0 },
-                gen: client.gen,
+                generation: client.generation,
             });
             if let Phase::Holding { renewing, .. } = &mut client.phase {
                 *renewing = true;
@@ -249,7 +250,7 @@ pub(crate) fn apply(state: &State, config: &Config, action: Action) -> (State, E
             let client = next.client_mut(c);
             client.requests.push(Sent {
                 request: Request::Release,
-                gen: client.gen,
+                generation: client.generation,
             });
             client.phase = Phase::Idle;
             stop_standby(&mut next, c);
@@ -311,7 +312,7 @@ pub(crate) fn apply(state: &State, config: &Config, action: Action) -> (State, E
                     refused_before: lost.refused_before,
                     age: 0,
                 },
-                gen: lost.gen,
+                generation: lost.generation,
             });
         }
         Action::HoldBack(c) => {
@@ -333,9 +334,9 @@ pub(crate) fn apply(state: &State, config: &Config, action: Action) -> (State, E
 fn start(state: &mut State, c: u8) {
     let client = state.client_mut(c);
     client.rounds -= 1;
-    client.gen += 1;
+    client.generation += 1;
     client.phase = Phase::Waiting(Wait {
-        target: client.gen,
+        target: client.generation,
         ..Wait::default()
     });
     retry(client);
@@ -343,14 +344,14 @@ fn start(state: &mut State, c: u8) {
 
 /// An acquire sent by the waiter (`Attempt::send`).
 fn retry(client: &mut Client) {
-    let gen = client.gen;
+    let generation = client.generation;
     if let Phase::Waiting(wait) = &mut client.phase {
         client.requests.push(Sent {
             request: Request::Acquire {
                 refused_before: wait.refused,
                 age: 0,
             },
-            gen,
+            generation,
         });
         wait.sending = true;
         wait.timer = 0;
@@ -368,7 +369,7 @@ fn run(state: &mut State, config: &Config, c: u8, lane: Lane, effects: &mut Effe
     };
     let token = super::state::Token {
         client: c,
-        gen: sent.gen,
+        generation: sent.generation,
     };
     let (script, refused_before, age) = match sent.request {
         Request::Acquire {
@@ -388,7 +389,7 @@ fn run(state: &mut State, config: &Config, c: u8, lane: Lane, effects: &mut Effe
     let client = state.client_mut(c);
     if client.phase != Phase::Crashed {
         client.replies.push(Answer {
-            gen: sent.gen,
+            generation: sent.generation,
             reply,
             refused_before,
             age,
@@ -405,7 +406,7 @@ fn read(state: &mut State, config: &Config, c: u8) {
     if matches!(answer.reply, Reply::Granted | Reply::Refused { .. }) {
         client.late = false;
     }
-    if answer.gen != client.gen {
+    if answer.generation != client.generation {
         return;
     }
     match (&mut client.phase, answer.reply) {
@@ -421,16 +422,16 @@ fn read(state: &mut State, config: &Config, c: u8) {
             // a new token; the registration keeps the old one until the next refusal.
             client.background.push(Sent {
                 request: Request::Release,
-                gen: client.gen,
+                generation: client.generation,
             });
-            client.gen += 1;
+            client.generation += 1;
             wait.refused = false;
             wait.sending = false;
             wait.timer = 0;
         }
         (Phase::Waiting(wait), Reply::Refused { ttl }) if wait.sending => {
             wait.refused = true;
-            wait.target = answer.gen;
+            wait.target = answer.generation;
             wait.sending = false;
             if config.variant == Variant::TrustAnnouncedGrant {
                 wait.since_refusal = answer.age;
@@ -466,7 +467,7 @@ fn hear(state: &mut State, config: &Config, c: u8) {
     };
     let addressed = match note.message {
         Message::Freed => config.lock == Lock::Mutex,
-        _ => note.token.gen == wait.target,
+        _ => note.token.generation == wait.target,
     };
     if !addressed {
         return;

@@ -209,10 +209,10 @@ impl Router {
         if let Some(master) = self.current() {
             return Ok(master);
         }
-        if self.resolutions.load(Ordering::Acquire) != seen {
-            if let Some(failure) = &resolver.last_failure {
-                return Err(failure.clone());
-            }
+        if self.resolutions.load(Ordering::Acquire) != seen
+            && let Some(failure) = &resolver.last_failure
+        {
+            return Err(failure.clone());
         }
         let result = self.connect_master(&mut resolver.sentinel).await;
         resolver.last_failure = result.as_ref().err().cloned();
@@ -320,10 +320,10 @@ async fn watch_switches(router: Weak<Router>, sentinels: Vec<ConnectionInfo>) {
             return;
         };
         next += 1;
-        if let Some((_subscription, messages)) = subscribe(info).await {
-            if !follow(&router, messages).await {
-                return;
-            }
+        if let Some((_subscription, messages)) = subscribe(info).await
+            && !follow(&router, messages).await
+        {
+            return;
         }
         let Some(live) = router.upgrade() else {
             return;

@@ -118,7 +118,7 @@ impl Lengths {
 /// How long a released value keeps the name's last fence: longer than any replay.
 const FENCE_MEMORY_MS: u64 = 100 * TICK_MS;
 
-/// A client's token, as the scripts read it: `c<client>.<gen>:`, whose client tag names its
+/// A client's token, as the scripts read it: `c<client>.<generation>:`, whose client tag names its
 /// channel.
 pub(super) fn token(token: Token) -> String {
     token.to_string()
