@@ -58,26 +58,12 @@ impl FencelockKind {
             FencelockKind::FairMutex => "fencelock FairMutex",
         }
     }
-}
 
-/// A lock of either kind, so that one worker loop serves both.
-enum Lock {
-    Mutex(fencelock::Mutex),
-    Fair(fencelock::FairMutex),
-}
-
-impl Lock {
-    fn new(client: &fencelock::Client, kind: FencelockKind, name: &str) -> Result<Lock> {
-        Ok(match kind {
-            FencelockKind::Mutex => Lock::Mutex(client.mutex(name)?),
-            FencelockKind::FairMutex => Lock::Fair(client.fair_mutex(name)?),
-        })
-    }
-
-    async fn lock(&self) -> Result<fencelock::Guard> {
+    /// The lock of this kind named `name`, so that one worker loop serves both.
+    fn handle(self, client: &fencelock::Client, name: &str) -> Result<fencelock::Handle> {
         Ok(match self {
-            Lock::Mutex(m) => m.lock().await?.into(),
-            Lock::Fair(m) => m.lock().await?.into(),
+            FencelockKind::Mutex => client.mutex(name)?.into(),
+            FencelockKind::FairMutex => client.fair_mutex(name)?.into(),
         })
     }
 }
@@ -179,7 +165,7 @@ pub async fn fencelock_run(
     let mut mutexes = Vec::with_capacity(workers);
     for _ in 0..workers {
         let client = fencelock::Client::connect(url).await?;
-        mutexes.push((Lock::new(&client, kind, &name)?, client));
+        mutexes.push((kind.handle(&client, &name)?, client));
     }
     let stretch = meter.start().await?;
     let start = Instant::now();
@@ -218,7 +204,7 @@ pub async fn fencelock_run(
 
 async fn fencelock_worker(
     worker: usize,
-    mutex: &Lock,
+    mutex: &fencelock::Handle,
     shared: &Shared,
     mode: Mode,
     hold: Duration,

@@ -4,10 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fencelock::{
-    Client, ClientOptions, Deployment as Redis, FairMutex, Guard, Holder, Lease, LockOptions,
-    MultiMutex, Mutex, ReentrantMutex, RwLock, Semaphore,
-};
+use fencelock::{Client, ClientOptions, Deployment as Redis, Guard, Handle, Lease, LockOptions};
 use fencelock_testkit::process::monotonic_nanos;
 use nix::sys::signal::{raise, Signal};
 use redis::aio::ConnectionManager;
@@ -350,23 +347,15 @@ pub struct FencelockLock {
     /// acquire, under the faults that go after a handoff.
     client: Client,
     name: String,
-    lock: FencelockKind,
+    /// What the holds take; a read-write lock takes every other one shared, with `shared`.
+    exclusive: Handle,
+    shared: Option<Handle>,
+    /// Whether each section takes the lock twice as the same holder and releases the inner
+    /// hold inside it: the outer hold must keep the lock (a reentrant mutex).
+    reenters: bool,
     guard: Option<Guard>,
-    /// Holds taken so far: a read-write lock takes every other one shared.
+    /// Holds taken so far.
     holds: u64,
-}
-
-#[derive(Debug)]
-enum FencelockKind {
-    Mutex(Mutex),
-    Fair(FairMutex),
-    RwLock(RwLock),
-    Semaphore(Semaphore),
-    /// Taken twice by the same holder in each section, and released once inside it: the
-    /// outer hold must keep the lock.
-    Reentrant(ReentrantMutex, Holder),
-    /// The lane's name and a second name of its own, taken together.
-    Multi(MultiMutex),
 }
 
 /// Connects the one fencelock client a worker's lanes share.
@@ -417,31 +406,44 @@ async fn connect_client(args: &WorkerArgs) -> Result<Client> {
 impl FencelockLock {
     fn new(client: &Client, strategy: Strategy, name: &str, lease: Duration) -> Result<Self> {
         let options = LockOptions::default().lease(Lease::Renewed(lease));
-        let lock = match strategy {
+        let (exclusive, shared): (Handle, Option<Handle>) = match strategy {
             Strategy::FencelockFairFenced => {
-                FencelockKind::Fair(client.fair_mutex_with_options(name, options)?)
+                (client.fair_mutex_with_options(name, options)?.into(), None)
             }
             Strategy::FencelockRwlockFenced => {
-                FencelockKind::RwLock(client.rwlock_with_options(name, options)?)
+                let lock = client.rwlock_with_options(name, options)?;
+                (lock.write_handle().into(), Some(lock.read_handle().into()))
             }
-            Strategy::FencelockSemaphoreFenced => {
-                FencelockKind::Semaphore(client.semaphore_with_options(name, 1, options)?)
-            }
-            Strategy::FencelockReentrantFenced => FencelockKind::Reentrant(
-                client.reentrant_mutex_with_options(name, options)?,
-                client.holder()?,
-            ),
-            Strategy::FencelockMultiFenced => FencelockKind::Multi(
+            Strategy::FencelockSemaphoreFenced => (
                 client
-                    .multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?,
+                    .semaphore_with_options(name, 1, options)?
+                    .permits_handle(1)?
+                    .into(),
+                None,
             ),
-            _ => FencelockKind::Mutex(client.mutex_with_options(name, options)?),
+            Strategy::FencelockReentrantFenced => (
+                client
+                    .reentrant_mutex_with_options(name, options)?
+                    .handle_as(&client.holder()?)
+                    .into(),
+                None,
+            ),
+            // The lane's name is the first: the guard's fence is its.
+            Strategy::FencelockMultiFenced => (
+                client
+                    .multi_mutex_with_options([name.to_owned(), format!("{name}:pair")], options)?
+                    .into(),
+                None,
+            ),
+            _ => (client.mutex_with_options(name, options)?.into(), None),
         };
         Ok(FencelockLock {
             fenced: strategy.is_fenced(),
             client: client.clone(),
             name: name.to_owned(),
-            lock,
+            exclusive,
+            shared,
+            reenters: strategy == Strategy::FencelockReentrantFenced,
             guard: None,
             holds: 0,
         })
@@ -449,16 +451,14 @@ impl FencelockLock {
 
     async fn acquire(&mut self, timeout: Duration) -> Acquired {
         self.holds += 1;
-        let shared = matches!(self.lock, FencelockKind::RwLock(_)) && self.holds.is_multiple_of(2);
-        let granted: fencelock::Result<Guard> = match &self.lock {
-            FencelockKind::Mutex(m) => m.lock_timeout(timeout).await.map(Guard::from),
-            FencelockKind::Fair(m) => m.lock_timeout(timeout).await.map(Guard::from),
-            FencelockKind::RwLock(l) if shared => l.read_timeout(timeout).await.map(Guard::from),
-            FencelockKind::RwLock(l) => l.write_timeout(timeout).await.map(Guard::from),
-            FencelockKind::Semaphore(s) => s.acquire_timeout(timeout).await.map(Guard::from),
-            FencelockKind::Reentrant(m, holder) => reenter(m, holder, timeout).await,
-            // The lane's name is the first: the guard's fence is its.
-            FencelockKind::Multi(m) => m.lock_timeout(timeout).await.map(Guard::from),
+        let (handle, shared) = match &self.shared {
+            Some(shared) if self.holds.is_multiple_of(2) => (shared, true),
+            _ => (&self.exclusive, false),
+        };
+        let granted = if self.reenters {
+            reenter(handle, timeout).await
+        } else {
+            handle.lock_timeout(timeout).await
         };
         match granted {
             Ok(guard) => {
@@ -492,13 +492,9 @@ impl FencelockLock {
 
 /// Takes the reentrant lock, takes it again as the same holder and releases that inner hold:
 /// the outer one must still keep everyone else out.
-async fn reenter(
-    lock: &ReentrantMutex,
-    holder: &Holder,
-    timeout: Duration,
-) -> fencelock::Result<Guard> {
-    let outer = lock.lock_timeout(holder, timeout).await?;
-    let inner = lock.lock_timeout(holder, timeout).await?;
+async fn reenter(lock: &Handle, timeout: Duration) -> fencelock::Result<Guard> {
+    let outer = lock.lock_timeout(timeout).await?;
+    let inner = lock.lock_timeout(timeout).await?;
     inner.unlock().await?;
-    Ok(outer.into())
+    Ok(outer)
 }

@@ -1,13 +1,10 @@
-//! The locks `fencelock run` can hold, behind one interface, so that the supervision of the
-//! command is written once: take it (waiting or not), read its fence, watch for its loss,
-//! release it.
+//! The locks `fencelock run` can hold, each taken through the library's one handle, so that
+//! the supervision of the command is written once: take it (waiting or not), read its fence,
+//! watch for its loss, release it.
 
 use std::time::{Duration, Instant};
 
-use fencelock::{
-    Client, FairMutex, ForeignMutex, Guard, Holder, Layout, Lease, LockKind, LockOptions, Mutex,
-    RwLock, Semaphore,
-};
+use fencelock::{Client, Guard, Handle, Layout, Lease, LockKind, LockOptions};
 
 /// What `fencelock run` was asked to hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,14 +59,21 @@ pub enum Wait {
     Forever,
 }
 
-/// A lock handle of one of the primitives.
-pub(crate) enum Lock {
-    Mutex(Mutex),
-    Semaphore(Semaphore, u32),
-    Read(RwLock, Holder),
-    Write(RwLock, Holder),
-    Fair(FairMutex),
-    Foreign(ForeignMutex),
+impl From<Wait> for fencelock::Wait {
+    fn from(wait: Wait) -> fencelock::Wait {
+        match wait {
+            Wait::No => fencelock::Wait::No,
+            Wait::AtMost(limit) => fencelock::Wait::AtMost(limit),
+            // `run` sets no wait limit on the lock: it waits as long as it takes.
+            Wait::Forever => fencelock::Wait::AsConfigured,
+        }
+    }
+}
+
+/// The lock of a run: the handle of the kind asked for, whichever it is.
+pub(crate) struct Lock {
+    handle: Handle,
+    want: Want,
 }
 
 impl Lock {
@@ -88,92 +92,64 @@ impl Lock {
             options = options.deadlock_check(after);
         }
         let holder = || client.holder_named(label).or_else(|_| client.holder());
-        Ok(match want {
-            Want::Mutex => Lock::Mutex(client.mutex_with_options(name, options)?),
-            Want::Semaphore { total, permits } => Lock::Semaphore(
-                client.semaphore_with_options(name, total, options)?,
-                permits,
-            ),
-            Want::Read => Lock::Read(client.rwlock_with_options(name, options)?, holder()?),
-            Want::Write => Lock::Write(client.rwlock_with_options(name, options)?, holder()?),
-            Want::Fair => Lock::Fair(client.fair_mutex_with_options(name, options)?),
-            Want::Foreign(layout) => {
-                Lock::Foreign(client.foreign_mutex_with_options(layout, name, options)?)
-            }
-        })
+        let handle = match want {
+            Want::Mutex => client.mutex_with_options(name, options)?.into(),
+            Want::Semaphore { total, permits } => client
+                .semaphore_with_options(name, total, options)?
+                .permits_handle(permits)?
+                .into(),
+            Want::Read => client
+                .rwlock_with_options(name, options)?
+                .read_handle_as(&holder()?)
+                .into(),
+            Want::Write => client
+                .rwlock_with_options(name, options)?
+                .write_handle_as(&holder()?)
+                .into(),
+            Want::Fair => client.fair_mutex_with_options(name, options)?.into(),
+            Want::Foreign(layout) => client
+                .foreign_mutex_with_options(layout, name, options)?
+                .into(),
+        };
+        Ok(Lock { handle, want })
     }
 
     /// The kind `status` lists this lock as; none for a foreign layout's, which `status` lists
     /// only when asked with `--layout`.
     pub(crate) fn kind(&self) -> Option<LockKind> {
-        Some(match self {
-            Lock::Mutex(_) => LockKind::Mutex,
-            Lock::Semaphore(..) => LockKind::Semaphore,
-            Lock::Read(..) | Lock::Write(..) => LockKind::RwLock,
-            Lock::Fair(_) => LockKind::FairMutex,
-            Lock::Foreign(_) => return None,
-        })
+        match self.want {
+            Want::Foreign(_) => None,
+            want => Some(want.kind()),
+        }
     }
 
     /// What messages call the lock: its kind, or its layout.
     pub(crate) fn describe(&self) -> String {
-        match (self, self.kind()) {
-            (Lock::Foreign(f), _) => format!("lock in {}'s layout", f.layout()),
-            (_, Some(kind)) => kind.to_string(),
-            (_, None) => "lock".to_owned(),
+        match self.want {
+            Want::Foreign(layout) => format!("lock in {layout}'s layout"),
+            want => want.kind().to_string(),
         }
     }
 
     /// For a semaphore whose total stored in Redis is not the one this run asked for: what to
     /// warn about, since the stored total rules and the runs do not agree on it.
-    pub(crate) async fn total_mismatch(&self, want: Want) -> Option<String> {
-        let (Lock::Semaphore(semaphore, _), Want::Semaphore { total, .. }) = (self, want) else {
+    pub(crate) async fn total_mismatch(&self, client: &Client) -> Option<String> {
+        let Want::Semaphore { total, .. } = self.want else {
             return None;
         };
-        let stored = semaphore.permits().await.ok()?;
+        let name = self.handle.name();
+        let stored = client.semaphore(name, total).ok()?.permits().await.ok()?;
         (stored != total).then(|| {
             format!(
-                "semaphore {:?} has a stored total of {stored} permits, not the {total} asked \
-                 for; the stored total rules (give every run of a name the same --semaphore N)",
-                semaphore.name()
+                "semaphore {name:?} has a stored total of {stored} permits, not the {total} asked \
+                 for; the stored total rules (give every run of a name the same --semaphore N)"
             )
         })
     }
 
     /// Takes the lock.
     pub(crate) async fn take(&self, wait: Wait) -> fencelock::Result<Guard> {
-        Ok(match self {
-            Lock::Mutex(m) => match wait {
-                Wait::No => m.try_lock().await?.into(),
-                Wait::AtMost(limit) => m.lock_timeout(limit).await?.into(),
-                Wait::Forever => m.lock().await?.into(),
-            },
-            Lock::Semaphore(s, n) => match wait {
-                Wait::No => s.try_acquire_many(*n).await?.into(),
-                Wait::AtMost(limit) => s.acquire_many_timeout(*n, limit).await?.into(),
-                Wait::Forever => s.acquire_many(*n).await?.into(),
-            },
-            Lock::Read(l, h) => match wait {
-                Wait::No => l.try_read_as(h).await?.into(),
-                Wait::AtMost(limit) => l.read_timeout_as(h, limit).await?.into(),
-                Wait::Forever => l.read_as(h).await?.into(),
-            },
-            Lock::Write(l, h) => match wait {
-                Wait::No => l.try_write_as(h).await?.into(),
-                Wait::AtMost(limit) => l.write_timeout_as(h, limit).await?.into(),
-                Wait::Forever => l.write_as(h).await?.into(),
-            },
-            Lock::Fair(f) => match wait {
-                Wait::No => f.try_lock().await?.into(),
-                Wait::AtMost(limit) => f.lock_timeout(limit).await?.into(),
-                Wait::Forever => f.lock().await?.into(),
-            },
-            Lock::Foreign(f) => match wait {
-                Wait::No => f.try_lock().await?.into(),
-                Wait::AtMost(limit) => f.lock_timeout(limit).await?.into(),
-                Wait::Forever => f.lock().await?.into(),
-            },
-        })
+        self.handle.acquire(wait.into()).await
     }
 }
 

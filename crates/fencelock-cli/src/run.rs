@@ -129,7 +129,7 @@ async fn take(
             ));
         }
     };
-    if let Some(warning) = lock.total_mismatch(plan.want).await {
+    if let Some(warning) = lock.total_mismatch(client).await {
         eprintln!("fencelock: warning: {warning}");
     }
     let keep_until = plan

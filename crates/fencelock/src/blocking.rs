@@ -66,7 +66,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connect::IntoDeployment;
-use crate::core::kind::{Grant, Kind};
+use crate::core::held::Grant;
+use crate::core::kind::Kind;
 use crate::core::lease::Lost;
 use crate::error::Result;
 use crate::kinds::election::Candidate;

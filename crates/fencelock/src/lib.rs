@@ -31,6 +31,7 @@ mod transport;
 mod waits;
 
 pub use crate::core::guard::Guard;
+pub use crate::core::handle::Handle;
 pub use crate::core::lease::Lost;
 pub use crate::core::stored::LockInfo;
 pub use crate::core::waits::{
@@ -52,8 +53,8 @@ pub use kinds::reentrant::{Holder, ReentrantMutex, ReentrantMutexGuard};
 pub use kinds::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use kinds::semaphore::{Semaphore, SemaphorePermit};
 pub use options::{
-    ClientOptions, Lease, LockOptions, DEFAULT_HANDOFF_WINDOW, DEFAULT_RECORD_WAITS, MAX_LEASE,
-    MIN_LEASE,
+    ClientOptions, Lease, LockOptions, Wait, DEFAULT_HANDOFF_WINDOW, DEFAULT_RECORD_WAITS,
+    MAX_LEASE, MIN_LEASE,
 };
 pub use token::Fence;
 pub use transport::sentinel::SentinelOptions;
@@ -158,6 +159,8 @@ mod tests {
         is_send_sync::<crate::Client>();
         is_send_sync::<crate::Mutex>();
         is_send_sync::<crate::MutexGuard>();
+        is_send_sync::<crate::Handle>();
+        is_send_sync::<crate::Guard>();
         is_send_sync::<crate::SentinelOptions>();
         is_send_sync::<crate::Election>();
         is_send_sync::<crate::Leadership>();

@@ -755,6 +755,39 @@ fn positive(option: &'static str, value: Duration) -> Result<()> {
     Ok(())
 }
 
+/// How long an acquire waits for a lock held by others: the three ways to take any lock,
+/// for code that chooses among them at run time ([`Handle::acquire`](crate::Handle::acquire)).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), fencelock::Error> {
+/// # let server = fencelock_testkit::RedisServer::start();
+/// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+/// use std::time::Duration;
+/// use fencelock::Wait;
+///
+/// let no_wait = std::env::args().any(|arg| arg == "--no-wait");
+/// let wait = if no_wait { Wait::No } else { Wait::AtMost(Duration::from_secs(5)) };
+/// let guard = client.mutex("deploy")?.acquire(wait).await?;
+/// guard.unlock().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// Until granted, or until the handle's [`wait_timeout`](LockOptions::wait_timeout) when
+    /// it has one: [`lock`](crate::Handle::lock).
+    #[default]
+    AsConfigured,
+    /// At most this long: [`lock_timeout`](crate::Handle::lock_timeout).
+    AtMost(Duration),
+    /// Not at all: one attempt, [`try_lock`](crate::Handle::try_lock).
+    No,
+}
+
 /// Settings of one lock, whatever its kind: the lease of each grant and how long an acquire
 /// waits. Every constructor of a lock has a `_with_options` form that takes them
 /// ([`Client::mutex_with_options`](crate::Client::mutex_with_options) and the like).

@@ -1,6 +1,6 @@
 //! Attempts to acquire, and the waiting loop: one owner token's attempts (with the release of a
 //! grant whose caller gave up), the wait for a release between them, and the turn of a grant
-//! into a [`Held`].
+//! into a [`Held`]. [`take`] is the one way in, for every kind and every way to wait.
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::core::held::{first_fence, release_of, Held};
+use crate::core::held::{first_fence, release_of, AnyAcquire, Grant, Held};
 use crate::core::holds::Taken;
-use crate::core::kind::Kind;
+use crate::core::kind::{Kind, Lock};
 use crate::core::lease::{valid_until, LeaseState};
 use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter, Wake};
@@ -22,10 +22,11 @@ use crate::core::shared::Shared;
 use crate::core::waits::{wait_began, Wait};
 use crate::cycle::{LockKind, Task, WaitCycle};
 use crate::error::{Error, Result};
-use crate::options::{ClientOptions, ReplicaAck};
+use crate::options::{self, ClientOptions, ReplicaAck};
 use crate::race::{self, Branch};
 use crate::token::{client_tag, jitter_fraction, Fence, OwnerToken};
 use crate::transport::conn::ReplicationMark;
+use crate::transport::script::Invocation;
 
 /// The pause before a waiter's first retry while Redis cannot be reached.
 const OUTAGE_PAUSE: Duration = Duration::from_millis(20);
@@ -41,8 +42,49 @@ pub(crate) enum Reply {
     },
 }
 
+/// Acquires a grant of `grant`'s kind as `wait` says: what every handle's acquire comes to.
+pub(crate) async fn take<K: Kind>(grant: &Arc<K>, wait: options::Wait) -> Result<Held<K>> {
+    let grant = K::for_acquire(grant)?;
+    let held = match wait {
+        options::Wait::AsConfigured => acquire(&grant, grant.lock().wait_timeout).await,
+        options::Wait::AtMost(timeout) => acquire(&grant, Some(timeout)).await,
+        options::Wait::No => try_acquire(&grant).await,
+    };
+    held.map_err(|e| grant.acquire_error(e))
+}
+
+impl<K: Kind> Grant for K {
+    fn lock(&self) -> &Lock {
+        Kind::lock(self)
+    }
+
+    fn release(&self, token: &OwnerToken) -> Invocation {
+        Kind::release(self, token)
+    }
+
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
+        Kind::extend(self, token, lease_ms)
+    }
+
+    fn guard_name(&self) -> &'static str {
+        K::GUARD
+    }
+
+    fn handle_name(&self) -> &'static str {
+        K::HANDLE
+    }
+
+    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>) {
+        Kind::describe(self, guard);
+    }
+
+    fn acquire_any(self: Arc<Self>, wait: options::Wait) -> AnyAcquire {
+        Box::pin(async move { take(&self, wait).await.map(Held::erased) })
+    }
+}
+
 /// Tries once to acquire.
-pub(crate) async fn try_acquire<K: Kind>(grant: &Arc<K>) -> Result<Held<K>> {
+async fn try_acquire<K: Kind>(grant: &Arc<K>) -> Result<Held<K>> {
     let acquiring = Acquiring::start(&grant.lock().name, K::NAME);
     acquiring
         .run(try_once(grant, &acquiring), Held::fence)
@@ -64,7 +106,7 @@ async fn try_once<K: Kind>(grant: &Arc<K>, acquiring: &Acquiring) -> Result<Held
 }
 
 /// Waits until acquired, or until `timeout` if there is one.
-pub(crate) async fn acquire<K: Kind>(grant: &Arc<K>, timeout: Option<Duration>) -> Result<Held<K>> {
+async fn acquire<K: Kind>(grant: &Arc<K>, timeout: Option<Duration>) -> Result<Held<K>> {
     let acquiring = Acquiring::start(&grant.lock().name, K::NAME);
     acquiring
         .run(wait_for_grant(grant, timeout, &acquiring), Held::fence)

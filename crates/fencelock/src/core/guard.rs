@@ -5,8 +5,8 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::core::held::Held;
-use crate::core::kind::{Grant, Kind};
+use crate::core::held::{Grant, Held};
+use crate::core::kind::Kind;
 use crate::core::lease::Lost;
 use crate::error::Result;
 use crate::token::Fence;
@@ -55,7 +55,7 @@ pub struct Guard<K: ?Sized + Grant = dyn Grant> {
     pub(crate) held: Held<K>,
 }
 
-impl<K: Kind> Guard<K> {
+impl<K: ?Sized + Grant> Guard<K> {
     pub(crate) fn new(held: Held<K>) -> Guard<K> {
         Guard { held }
     }

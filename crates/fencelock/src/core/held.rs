@@ -1,8 +1,10 @@
 //! A grant held: its kind, owner token, fences and lease, and what can be done with it
 //! (extend, release, release no earlier than a point, run work under it) and what its drop
-//! does. Every guard is made of one.
+//! does. Every guard is made of one. [`Grant`] is what a held grant needs of its kind, which a
+//! grant of any kind can be turned into.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,14 +12,39 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::core::holds::Release;
-use crate::core::kind::Grant;
+use crate::core::kind::Lock;
 use crate::core::lease::{LeaseState, Lost};
 use crate::core::nodes::{Owned, Request};
 use crate::core::observe;
 use crate::error::{Error, Result};
-use crate::options::{lease_millis, MIN_LEASE};
+use crate::options::{lease_millis, Wait, MIN_LEASE};
 use crate::race::{self, Either};
 use crate::token::{Fence, OwnerToken};
+use crate::transport::script::Invocation;
+
+/// What a held grant needs of its kind, whatever the kind: the part of
+/// [`Kind`](crate::core::kind::Kind) a guard uses after the grant, and the acquire a handle of
+/// any kind makes, which a grant of any kind can be turned into (`Guard` and `Handle` without a
+/// kind). Every kind has it (`core/grant.rs`).
+pub trait Grant: Send + Sync + 'static {
+    /// See [`Kind::lock`](crate::core::kind::Kind::lock).
+    fn lock(&self) -> &Lock;
+    /// See [`Kind::release`](crate::core::kind::Kind::release).
+    fn release(&self, token: &OwnerToken) -> Invocation;
+    /// See [`Kind::extend`](crate::core::kind::Kind::extend).
+    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
+    /// See [`Kind::GUARD`](crate::core::kind::Kind::GUARD).
+    fn guard_name(&self) -> &'static str;
+    /// See [`Kind::HANDLE`](crate::core::kind::Kind::HANDLE).
+    fn handle_name(&self) -> &'static str;
+    /// See [`Kind::describe`](crate::core::kind::Kind::describe).
+    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>);
+    /// Acquires a grant of this one's kind as `wait` says, held as a grant of any kind.
+    fn acquire_any(self: Arc<Self>, wait: Wait) -> AnyAcquire;
+}
+
+/// An acquire of a grant of any kind, under way.
+pub(crate) type AnyAcquire = Pin<Box<dyn Future<Output = Result<Held<dyn Grant>>> + Send>>;
 
 /// How an extension moves a grant's expiry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +58,7 @@ enum Extension {
 }
 
 /// A grant held.
-pub(crate) struct Held<K: ?Sized + Grant> {
+pub struct Held<K: ?Sized + Grant> {
     grant: Arc<K>,
     token: OwnerToken,
     /// One per name locked, in the order the kind names them; never empty.

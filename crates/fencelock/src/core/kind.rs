@@ -1,5 +1,5 @@
 //! What a kind of lock is to the core: [`Kind`], implemented once by each kind's grant (in
-//! `src/kinds/`), and [`Lock`], the part of every lock handle that is the same for every kind.
+//! `src/kinds/`), and [`Lock`], what every grant of a handle shares, whatever its kind.
 //!
 //! A kind says how to build its scripts' invocations and where its holders and waiters are
 //! kept; the core does the rest (the attempt and the wait, the lease and its renewal, the
@@ -14,7 +14,7 @@ use crate::core::keeper::Renewal;
 use crate::core::notify::Target;
 use crate::core::shared::Shared;
 use crate::cycle::LockKind;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::options::{Lease, LockOptions, MIN_WAIT_CHECK};
 use crate::token::OwnerToken;
@@ -30,6 +30,9 @@ pub trait Kind: Send + Sync + 'static {
 
     /// What its guard is called: the alias users know it by, shown by its `Debug`.
     const GUARD: &'static str;
+
+    /// What its handle is called, shown by the handle's `Debug`.
+    const HANDLE: &'static str;
 
     /// What the wait-for graph calls the locks it takes.
     const LOCK_KIND: LockKind;
@@ -118,43 +121,21 @@ pub trait Kind: Send + Sync + 'static {
     /// What the guard's `Debug` shows between the name and the fence, beside what every guard
     /// shows.
     fn describe(&self, _guard: &mut std::fmt::DebugStruct<'_, '_>) {}
-}
 
-/// What a held grant needs of its kind, whatever the kind: the part of [`Kind`] a guard uses
-/// after the grant, which a guard of any kind can be turned into (`Guard` without a kind).
-/// Every kind has it.
-pub trait Grant: Send + Sync + 'static {
-    /// See [`Kind::lock`].
-    fn lock(&self) -> &Lock;
-    /// See [`Kind::release`].
-    fn release(&self, token: &OwnerToken) -> Invocation;
-    /// See [`Kind::extend`].
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation;
-    /// See [`Kind::GUARD`].
-    fn guard_name(&self) -> &'static str;
-    /// See [`Kind::describe`].
-    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>);
-}
-
-impl<K: Kind> Grant for K {
-    fn lock(&self) -> &Lock {
-        Kind::lock(self)
+    /// The grant one acquire of a handle tries for: by default the handle's own. A kind whose
+    /// every acquire is an owner of its own makes a fresh one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Entropy`](crate::Error::Entropy) when no random bits could be drawn for it.
+    fn for_acquire(grant: &Arc<Self>) -> Result<Arc<Self>> {
+        Ok(Arc::clone(grant))
     }
 
-    fn release(&self, token: &OwnerToken) -> Invocation {
-        Kind::release(self, token)
-    }
-
-    fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        Kind::extend(self, token, lease_ms)
-    }
-
-    fn guard_name(&self) -> &'static str {
-        K::GUARD
-    }
-
-    fn describe(&self, guard: &mut std::fmt::DebugStruct<'_, '_>) {
-        Kind::describe(self, guard);
+    /// What an acquire that failed with `error` returns: by default `error`. A kind turns the
+    /// refusals its scripts reply with into the errors they mean.
+    fn acquire_error(&self, error: Error) -> Error {
+        error
     }
 }
 
@@ -191,7 +172,7 @@ impl Lock {
             (None, None) => None,
         };
         if asked.is_some_and(|(after, _)| after < MIN_WAIT_CHECK) {
-            return Err(crate::error::Error::InvalidOption {
+            return Err(Error::InvalidOption {
                 option: if options.deadlock_check.is_some() {
                     "deadlock_check"
                 } else {

@@ -5,10 +5,11 @@
 //!
 //! Within the core, modules depend on each other in one direction only, lowest first:
 //! `observe`, `stored`, `waits`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`,
-//! `grant`, `guard` (`cargo xtask layers` refuses a circle).
+//! `grant`, `guard`, `handle` (`cargo xtask layers` refuses a circle).
 
 pub(crate) mod grant;
 pub(crate) mod guard;
+pub(crate) mod handle;
 pub(crate) mod held;
 pub(crate) mod holds;
 pub(crate) mod keeper;

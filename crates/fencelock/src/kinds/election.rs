@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::lease::Lost;
@@ -233,12 +234,34 @@ impl Election {
     /// # }
     /// ```
     pub async fn campaign(&self, value: impl Into<String>) -> Result<Leadership> {
-        let candidate = Arc::new(Candidate {
+        self.campaign_handle(value).lock().await
+    }
+
+    /// A candidate publishing `value`: a [`Handle`] whose [`lock`](Handle::lock) is
+    /// [`campaign(value)`](Election::campaign), and whose
+    /// [`lock_timeout`](Handle::lock_timeout) and [`try_lock`](Handle::try_lock) campaign
+    /// for at most a time, or once; for code that takes locks of any kind ([`Handle`] without
+    /// a kind).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let election = client.election("compaction")?;
+    /// let leading = election.campaign_handle("a").try_lock().await?;
+    /// assert!(election.campaign_handle("b").try_lock().await.is_err());
+    /// leading.resign().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn campaign_handle(&self, value: impl Into<String>) -> Handle<Candidate> {
+        Handle::of(Arc::new(Candidate {
             election: Arc::clone(&self.inner),
             value: value.into(),
-        });
-        let held = grant::acquire(&candidate, self.inner.lock.wait_timeout).await?;
-        Ok(Guard::new(held))
+        }))
     }
 
     /// Who leads now, or `None` when nobody does.
@@ -505,6 +528,7 @@ fn decimal(digits: &[u8]) -> Option<u64> {
 impl Kind for Candidate {
     const NAME: &'static str = "election";
     const GUARD: &'static str = "Leadership";
+    const HANDLE: &'static str = "Election";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Election;
 
     fn lock(&self) -> &Lock {

@@ -1,14 +1,11 @@
 //! The fair mutex: one holder at a time per name, and waiters served in order of arrival.
 
-use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::notify::Target;
@@ -18,8 +15,8 @@ use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
 use crate::kinds::mutex::{held_value, place_member, MutexGrant, VALUE};
-use crate::options::{Lease, LockOptions};
-use crate::token::{Fence, OwnerToken};
+use crate::options::LockOptions;
+use crate::token::OwnerToken;
 use crate::transport::script::Lua;
 
 /// The fair lock's line as a release reads it, shared by its scripts.
@@ -62,23 +59,32 @@ pub(crate) static STORED: Stored = Stored {
 
 /// A distributed mutex that serves waiters in the order they arrived: at most one holder at a
 /// time for a name, and when it is released, the lock goes to the waiter that has waited
-/// longest, across every process that uses the same Redis.
+/// longest, across every process that uses the same Redis. A [`Handle`]: its methods are
+/// written there.
 ///
 /// It has the same leases, renewal, fencing tokens and lost signal as [`Mutex`](crate::Mutex),
-/// and one more promise: nobody jumps the line. A release offers the lock, in the same
-/// script, to the first waiter in line and tells only that waiter, which claims it with one
-/// request of its own, so a handoff costs two script calls however many wait; a first waiter
-/// that cannot claim (its process gone, frozen or cut off) costs the line the
-/// [`handoff_window`](crate::ClientOptions::handoff_window), never its lease.
-/// [`try_lock`](FairMutex::try_lock) takes the lock only when it is free and nobody waits for
-/// it.
+/// and one more promise: nobody jumps the line. The first attempt of
+/// [`lock`](Handle::lock) that finds the lock taken (or free, with earlier waiters in line)
+/// puts the caller at the back of the line. A release offers the lock, in the same script, to
+/// the first waiter in line and tells only that waiter, which claims it with one request of
+/// its own, so a handoff costs two script calls however many wait; a first waiter that does
+/// not claim within the [`handoff_window`](crate::ClientOptions::handoff_window) (its process
+/// gone, frozen or cut off) loses its turn, and the waiter behind it, told of the offer, takes
+/// the lock then: a lost waiter costs the line the window, never its lease. Every waiter also
+/// tries again at most every [`wake_fallback`](crate::ClientOptions::wake_fallback), which
+/// keeps its place alive. A place not kept alive for three fallbacks plus the response timeout
+/// (a process that stopped or died) is dropped, by the Redis server's clock, and the line
+/// moves up. When the holder's lease ends without a release, the first attempt that finds the
+/// lock free offers it to the first waiter in line. A waiter that gives up (a timeout, a
+/// cancelled `lock()`) leaves the line. [`try_lock`](Handle::try_lock) takes the lock only
+/// when it is free and nobody waits for it; when it is free but waiters are in line, it offers
+/// it to the first of them, and its [`Error::Held`](crate::Error::Held) gives the offer's
+/// expiry as the time left.
 ///
 /// Use it where the order of turns matters. [`Mutex`](crate::Mutex) also hands the lock to a
 /// waiter at each release and lets none starve, but promises no order: it serves the waiter
 /// that tried least recently, and a request that finds its lock free (its holder's lease
 /// ended) takes it, whoever waits.
-///
-/// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
 /// # Examples
 ///
@@ -98,12 +104,36 @@ pub(crate) static STORED: Stored = Stored {
 /// # }
 /// ```
 ///
+/// Waiters served in order:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), fencelock::Error> {
+/// # let server = fencelock_testkit::RedisServer::start();
+/// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+/// let fair = client.fair_mutex("queue-demo")?;
+/// let first = fair.lock().await?;
+/// let mut waiters = Vec::new();
+/// for i in 0..3 {
+///     let fair = fair.clone();
+///     waiters.push(tokio::spawn(async move {
+///         let guard = fair.lock().await?;
+///         guard.unlock().await.map(|()| i)
+///     }));
+///     // Let each waiter join the line before the next one comes.
+///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+/// }
+/// first.unlock().await?; // grants it to waiter 0; its release to waiter 1, and so on
+/// for (i, waiter) in waiters.into_iter().enumerate() {
+///     assert_eq!(waiter.await.expect("task")?, i);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
 #[doc = include_str!("../../docs/rustdoc-links.md")]
 #[doc = include_str!("../../docs/fair.md")]
-#[derive(Clone)]
-pub struct FairMutex {
-    grant: Arc<FairGrant>,
-}
+pub type FairMutex = Handle<FairGrant>;
 
 /// Proof of holding a [`FairMutex`]: a [`Guard`](crate::Guard) of a fair mutex. Its drop
 /// hands the lock to the first waiter in line, as its `unlock` does.
@@ -130,188 +160,22 @@ impl FairMutex {
         let place_ms = shared.options.place_ms();
         let waiter_channel = keys.client_channel(WAKE, &shared.id);
         let lock = Lock::new::<FairGrant>(shared, keys, options)?;
-        Ok(FairMutex {
-            grant: Arc::new(FairGrant {
-                lock_key: lock.key(LOCK_KEY),
-                line_key: lock.key(LINE),
-                places_key: lock.key(PLACES),
-                wake_channel: lock.key(WAKE),
-                waiter_channel,
-                place_ms,
-                lock,
-            }),
-        })
-    }
-
-    /// The lock's name (lossily decoded where it is not UTF-8).
-    pub fn name(&self) -> &str {
-        &self.grant.lock.name
-    }
-
-    /// The lease each grant of this lock gets.
-    pub fn lease(&self) -> Lease {
-        self.grant.lock.lease
-    }
-
-    /// Waits for the lock, in line behind the waiters that came first, or until the mutex's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
-    ///
-    /// The first attempt that finds the lock taken (or free, with earlier waiters in line)
-    /// puts the caller at the back of the line. A release offers the lock to the first waiter
-    /// in line and tells only that one, whose `lock()` then claims it with one request and
-    /// returns; a first waiter that does not claim within the
-    /// [`handoff_window`](crate::ClientOptions::handoff_window) loses its turn, and the waiter
-    /// behind it, told of the offer, takes the lock then. Every waiter also tries again at most every
-    /// [`wake_fallback`](crate::ClientOptions::wake_fallback), which keeps its place alive. A
-    /// place not kept alive for three fallbacks plus the response timeout (a process that
-    /// stopped or died) is dropped, by the Redis server's clock, and the line moves up. When
-    /// the holder's lease ends without a release, the first attempt that finds the lock free
-    /// offers it to the first waiter in line.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes (the caller leaves the
-    /// line); [`Error::WrongType`](crate::Error::WrongType) when a key of the lock holds another
-    /// Redis type; [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the
-    /// wait limit (without one, for the client's
-    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. A dropped `lock()` leaves the line in the background; if it was granted
-    /// the lock without the caller knowing (by its own request, or by a release that handed
-    /// it over), that grant is released, and the lock goes to the next waiter.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// let fair = client.fair_mutex("queue-demo")?;
-    /// let first = fair.lock().await?;
-    /// let mut waiters = Vec::new();
-    /// for i in 0..3 {
-    ///     let fair = fair.clone();
-    ///     waiters.push(tokio::spawn(async move {
-    ///         let guard = fair.lock().await?;
-    ///         guard.unlock().await.map(|()| i)
-    ///     }));
-    ///     // Let each waiter join the line before the next one comes.
-    ///     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    /// }
-    /// first.unlock().await?; // grants it to waiter 0; its release to waiter 1, and so on
-    /// for (i, waiter) in waiters.into_iter().enumerate() {
-    ///     assert_eq!(waiter.await.expect("task")?, i);
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<FairMutexGuard> {
-        let held = grant::acquire(&self.grant, self.grant.lock.wait_timeout).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits at most `timeout` for the lock. See [`FairMutex::lock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`, having left the line;
-    /// otherwise as [`FairMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(fair: fencelock::FairMutex) -> Result<(), fencelock::Error> {
-    /// use std::time::Duration;
-    /// match fair.lock_timeout(Duration::from_secs(2)).await {
-    ///     Ok(guard) => guard.unlock().await?,
-    ///     Err(fencelock::Error::Timeout { .. }) => println!("gave up my place in line"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<FairMutexGuard> {
-        let held = grant::acquire(&self.grant, Some(timeout)).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Tries once to take the lock, without waiting and without a place in line. It succeeds
-    /// only when the lock is free and nobody waits for it: it never jumps the line.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds the lock, with the time
-    /// its lease still runs, or when the lock is free but waiters are in line: the attempt
-    /// then offers it to the first of them, and gives the offer's expiry as the time left;
-    /// [`Error::LateGrant`](crate::Error::LateGrant) when Redis granted it but answered too late
-    /// to trust the lease (the grant is given back); otherwise as [`FairMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// let fair = client.fair_mutex("cron:compact")?;
-    /// let guard = fair.try_lock().await?;
-    /// match fair.try_lock().await {
-    ///     Err(fencelock::Error::Held { remaining, .. }) => assert!(remaining.is_some()),
-    ///     other => panic!("expected Held, got {other:?}"),
-    /// }
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self) -> Result<FairMutexGuard> {
-        let held = grant::try_acquire(&self.grant).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits for the lock as [`lock`](FairMutex::lock) does, runs `work` while it is held,
-    /// and gives it back: [`FairMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
-    ///
-    /// # Errors
-    ///
-    /// As [`FairMutex::lock`] while waiting, then as [`FairMutexGuard::using`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`FairMutex::lock`] while waiting; afterwards dropping the future drops
-    /// `work` and gives the lock back in the background.
-    ///
-    /// # Examples
-    ///
-    /// See [`Mutex::using`](crate::Mutex::using).
-    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.lock().await?.using(work).await
-    }
-}
-
-impl fmt::Debug for FairMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("FairMutex").field(&self.grant.lock).finish()
+        Ok(Handle::of(Arc::new(FairGrant {
+            lock_key: lock.key(LOCK_KEY),
+            line_key: lock.key(LINE),
+            places_key: lock.key(PLACES),
+            wake_channel: lock.key(WAKE),
+            waiter_channel,
+            place_ms,
+            lock,
+        })))
     }
 }
 
 impl Kind for FairGrant {
     const NAME: &'static str = "fair_mutex";
     const GUARD: &'static str = "FairMutexGuard";
+    const HANDLE: &'static str = "FairMutex";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::FairMutex;
 
     fn lock(&self) -> &Lock {

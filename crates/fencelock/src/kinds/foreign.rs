@@ -15,14 +15,13 @@ mod redisson;
 mod token;
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::notify::Target;
@@ -30,7 +29,7 @@ use crate::core::shared::Shared;
 use crate::core::stored::{remaining_pttl, LockInfo, LockKind};
 use crate::error::{Error, Result};
 use crate::keys::{redisson_channel, signal_list, Layout, LockKeys};
-use crate::options::{Lease, LockOptions};
+use crate::options::LockOptions;
 use crate::token::OwnerToken;
 use crate::transport::conn::Conn;
 use crate::transport::script::Lua;
@@ -75,17 +74,20 @@ impl Family {
 /// A mutex kept in another library's [`Layout`]: it and that library's lock of the same name
 /// exclude each other, and each side's release frees it for the other.
 ///
-/// It keeps everything else of this crate's locks: a lease renewed in the background while
-/// the guard lives, the lost signal when a renewal finds the lock gone or taken, waits with
-/// a deadline, [`using`](ForeignMutex::using), cancel-safe acquires, the
-/// [`blocking`](crate::blocking) façade. What the other library's layout has no room for, it
-/// does not give: no fencing token (its guard's [`fence`](Guard::fence) is 1 for every
-/// grant, which fences nothing: never pass it on), no fair order among waiters, no wake of one chosen
-/// waiter per release. A release wakes the other library's waiters where its layout lets it
-/// (python-redis-lock's signal list, Redisson's unlock message); our waiters in Redisson's
-/// layout are woken by the unlock message of either side, and in the other layouts, where
-/// nothing is announced to them, try again every [`poll_interval`](LockOptions::poll_interval),
-/// as those libraries' waiters do.
+/// It is a [`Handle`], whose methods are written there, and keeps everything else of this
+/// crate's locks: a lease renewed in the background while the guard lives, the lost signal
+/// when a renewal finds the lock gone or taken, waits with a deadline,
+/// [`using`](Handle::using), cancel-safe acquires, the [`blocking`](crate::blocking) façade.
+/// What the other library's layout has no room for, it does not give: no fencing token (its
+/// guard's [`fence`](Guard::fence) is 1 for every grant, which fences nothing: never pass it
+/// on), no fair order among waiters, no wake of one chosen waiter per release. A release
+/// wakes the other library's waiters where its layout lets it (python-redis-lock's signal
+/// list, Redisson's unlock message); our waiters in Redisson's layout are woken by the unlock
+/// message of either side, and in the other layouts, where nothing is announced to them, try
+/// again every [`poll_interval`](LockOptions::poll_interval), jittered down to half of it, as
+/// those libraries' waiters do; never later than the holder's expiry. A key of another Redis
+/// type (a lock of another layout under the same key) is
+/// [`Error::WrongType`](crate::Error::WrongType).
 ///
 /// It runs on one server, Sentinel or Cluster; a RedLock client (several masters) refuses it.
 ///
@@ -110,10 +112,28 @@ impl Family {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct ForeignMutex {
-    grant: Arc<ForeignGrant>,
-}
+///
+/// A release in Redisson's layout wakes the waiters of either side:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), fencelock::Error> {
+/// # let server = fencelock_testkit::RedisServer::start();
+/// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+/// use fencelock::Layout;
+///
+/// let lock = client.foreign_mutex(Layout::Redisson, "invoices")?;
+/// let first = lock.lock().await?;
+/// let waiter = tokio::spawn({
+///     let lock = lock.clone();
+///     async move { lock.lock().await.map(|guard| guard.name().to_owned()) }
+/// });
+/// first.unlock().await?; // publishes Redisson's unlock message, which wakes the waiter
+/// assert_eq!(waiter.await.expect("task")?, "invoices");
+/// # Ok(())
+/// # }
+/// ```
+pub type ForeignMutex = Handle<ForeignGrant>;
 
 /// Proof of holding a [`ForeignMutex`]: a [`Guard`](crate::Guard) whose fence is always 1: the
 /// layouts have no fencing token.
@@ -181,22 +201,15 @@ impl ForeignMutex {
                          different slots: give the name a hash tag, such as {jobs}:nightly",
             });
         }
-        Ok(ForeignMutex {
-            grant: Arc::new(ForeignGrant {
-                lock,
-                layout,
-                family,
-                key,
-                signal,
-                channel,
-                poll,
-            }),
-        })
-    }
-
-    /// The lock's name (lossily decoded where it is not UTF-8).
-    pub fn name(&self) -> &str {
-        &self.grant.lock.name
+        Ok(Handle::of(Arc::new(ForeignGrant {
+            lock,
+            layout,
+            family,
+            key,
+            signal,
+            channel,
+            poll,
+        })))
     }
 
     /// The layout the lock is kept in.
@@ -207,11 +220,6 @@ impl ForeignMutex {
     /// The lock's key in Redis, as the other library names it.
     pub fn key(&self) -> &[u8] {
         &self.grant.key
-    }
-
-    /// The lease each grant of this lock gets.
-    pub fn lease(&self) -> Lease {
-        self.grant.lock.lease
     }
 
     /// Who holds the lock, as [`Client::locks`](crate::Client::locks) lists the locks under the
@@ -346,164 +354,6 @@ impl ForeignMutex {
         };
         Ok(held.map(|held| grant.info(held, pttl)))
     }
-
-    /// Waits until the lock is acquired, or until the lock's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
-    ///
-    /// While another owner holds it (a holder of this crate or of the other library), the
-    /// caller tries again: in Redisson's layout when a release is announced on its channel (or,
-    /// if an announcement is lost, at most the client's
-    /// [`wake_fallback`](crate::ClientOptions::wake_fallback) later), in the others every
-    /// [`poll_interval`](crate::LockOptions::poll_interval), jittered down to half of it; never
-    /// later than the holder's expiry. While Redis cannot be reached, as
-    /// [`Mutex::lock`](crate::Mutex::lock) does.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when the key holds another Redis type (a
-    /// lock of another layout under the same key); [`Error::Redis`](crate::Error::Redis) when
-    /// Redis stays unreachable, as for [`Mutex::lock`](crate::Mutex::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a grant whose reply had not come back when the future was dropped is
-    /// released in the background, by its token.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// use fencelock::Layout;
-    ///
-    /// let lock = client.foreign_mutex(Layout::Redisson, "invoices")?;
-    /// let first = lock.lock().await?;
-    /// let waiter = tokio::spawn({
-    ///     let lock = lock.clone();
-    ///     async move { lock.lock().await.map(|guard| guard.name().to_owned()) }
-    /// });
-    /// first.unlock().await?; // publishes Redisson's unlock message, which wakes the waiter
-    /// assert_eq!(waiter.await.expect("task")?, "invoices");
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<ForeignMutexGuard> {
-        let held = grant::acquire(&self.grant, self.grant.lock.wait_timeout).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits at most `timeout` for the lock. See [`ForeignMutex::lock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout` when the lock was still held;
-    /// otherwise as [`ForeignMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ForeignMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: fencelock::ForeignMutex) -> Result<(), fencelock::Error> {
-    /// use std::time::Duration;
-    /// match lock.lock_timeout(Duration::from_secs(2)).await {
-    ///     Ok(guard) => guard.unlock().await?,
-    ///     Err(fencelock::Error::Timeout { .. }) => println!("a service holds it"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<ForeignMutexGuard> {
-        let held = grant::acquire(&self.grant, Some(timeout)).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Tries once to take the lock, without waiting.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its
-    /// expiry still runs (`None` for a holder without one, as a redis-py lock taken without a
-    /// timeout); otherwise as [`ForeignMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ForeignMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// use fencelock::{Layout, Optional};
-    ///
-    /// let lock = client.foreign_mutex(Layout::Pottery, "printer")?;
-    /// let guard = lock.try_lock().await?;
-    /// assert!(lock.try_lock().await.optional()?.is_none());
-    /// guard.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self) -> Result<ForeignMutexGuard> {
-        let held = grant::try_acquire(&self.grant).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits for the lock as [`lock`](ForeignMutex::lock) does, runs `work` while it is held,
-    /// and releases it, as [`Guard::using`] does without a fence to give `work`: its value
-    /// comes back once the release confirmed that the lock was held throughout, and `work` is
-    /// stopped (its future dropped) if the lock is lost first.
-    ///
-    /// # Errors
-    ///
-    /// As [`ForeignMutex::lock`] while waiting, then as [`Guard::using`]:
-    /// [`Error::NotHeld`](crate::Error::NotHeld) when the lock was lost while `work` ran or
-    /// before its release.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ForeignMutex::lock`] while waiting; afterwards dropping the future
-    /// drops `work` and releases the lock in the background.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// use fencelock::Layout;
-    ///
-    /// let lock = client.foreign_mutex(Layout::NodeRedlock, "exports")?;
-    /// let rows = lock.using(|| async { 42 }).await?;
-    /// assert_eq!(rows, 42);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.lock().await?.using(|_| work()).await
-    }
-}
-
-impl fmt::Debug for ForeignMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ForeignMutex")
-            .field("layout", &self.grant.layout)
-            .field("lock", &self.grant.lock)
-            .finish()
-    }
 }
 
 impl Guard<ForeignGrant> {
@@ -566,6 +416,7 @@ fn decoded<T: redis::FromRedisValue>(reply: Option<redis::Value>) -> Result<T> {
 impl Kind for ForeignGrant {
     const NAME: &'static str = "foreign-mutex";
     const GUARD: &'static str = "ForeignMutexGuard";
+    const HANDLE: &'static str = "ForeignMutex";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::ForeignMutex;
 
     fn lock(&self) -> &Lock {

@@ -1,15 +1,12 @@
 //! Several mutex names held together: all of them or none.
 
 use std::collections::HashSet;
-use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::shared::Shared;
@@ -17,7 +14,7 @@ use crate::core::FENCE;
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
 use crate::kinds::mutex::{self, VALUE};
-use crate::options::{Lease, LockOptions};
+use crate::options::LockOptions;
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
 
@@ -39,7 +36,11 @@ const NAMES_SHOWN: usize = 8;
 /// each name gets its own [`Fence`] from its own sequence. Acquiring is one round trip: one
 /// script reads every name's key and either grants them all or changes nothing. A caller that
 /// waits is woken by a release of any of the names that grants it to nobody else (a release
-/// hands a name to a waiting [`Mutex`](crate::Mutex) of that name first).
+/// hands a name to a waiting [`Mutex`](crate::Mutex) of that name first), and, if the
+/// announcements are lost, at most the client's
+/// [`wake_fallback`](crate::ClientOptions::wake_fallback) later, never past the longest
+/// remaining lease among the held names. It is a [`Handle`], whose methods are written there;
+/// its [`name`](Handle::name) lists the names.
 ///
 /// Because every name is taken in one step, two multi-locks over overlapping sets can never
 /// deadlock, whatever order their names are given in: neither ever holds part of its set while
@@ -47,8 +48,6 @@ const NAMES_SHOWN: usize = 8;
 /// their own lock (a transfer between two accounts, a job over several shards). The names are
 /// given as bytes; a name given twice is locked once (see
 /// [`Client::multi_mutex`](crate::Client::multi_mutex)).
-///
-/// The handle is cheap to clone and touches Redis only when asked to lock.
 ///
 /// # Examples
 ///
@@ -72,10 +71,7 @@ const NAMES_SHOWN: usize = 8;
 /// ```
 #[doc = include_str!("../../docs/rustdoc-links.md")]
 #[doc = include_str!("../../docs/multi.md")]
-#[derive(Clone)]
-pub struct MultiMutex {
-    inner: Arc<MultiGrant>,
-}
+pub type MultiMutex = Handle<MultiGrant>;
 
 /// Proof of holding every name of a [`MultiMutex`]: a [`Guard`](crate::Guard) of several
 /// names at once, with a fence for each.
@@ -137,159 +133,12 @@ impl MultiMutex {
         refuse_several_shards(&shared, &members)?;
         let mut lock = Lock::new::<MultiGrant>(shared, first, options)?;
         lock.name = display_names(&members);
-        Ok(MultiMutex {
-            inner: Arc::new(MultiGrant { lock, members }),
-        })
+        Ok(Handle::of(Arc::new(MultiGrant { lock, members })))
     }
 
     /// The names, in the order given, each once (lossily decoded where not UTF-8).
     pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.inner.members.iter().map(|m| m.display.as_str())
-    }
-
-    /// The lease each grant of this lock gets, on every name.
-    pub fn lease(&self) -> Lease {
-        self.inner.lock.lease
-    }
-
-    /// Waits until every name is acquired, or until the lock's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
-    ///
-    /// While any name is held by another owner, the caller sleeps until a release of any of
-    /// the names is announced (or, if announcements are lost, at most the client's
-    /// [`wake_fallback`](crate::ClientOptions::wake_fallback), and never past the longest
-    /// remaining lease among the held names), then tries the whole set again. It never holds
-    /// some names while waiting for others.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when a name's key holds another Redis type;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
-    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
-    /// last error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe. If the future is dropped after a request went out, the names may have been
-    /// granted without the caller knowing: they are released in the background, by owner
-    /// token, so a cancelled `lock()` leaves every name free.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// let single = client.mutex("shard-2")?.lock().await?;
-    /// let both = client.multi_mutex(["shard-1", "shard-2"])?;
-    /// let waiter = tokio::spawn(async move { both.lock().await.map(|guard| guard.fences().len()) });
-    /// single.unlock().await?; // wakes the waiter at once
-    /// assert_eq!(waiter.await.expect("task")?, 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock(&self) -> Result<MultiMutexGuard> {
-        let held = grant::acquire(&self.inner, self.inner.lock.wait_timeout).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits at most `timeout` for every name. See [`MultiMutex::lock`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as
-    /// [`MultiMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`MultiMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: fencelock::MultiMutex) -> Result<(), fencelock::Error> {
-    /// use std::time::Duration;
-    /// match lock.lock_timeout(Duration::from_secs(2)).await {
-    ///     Ok(guard) => guard.unlock().await?,
-    ///     Err(fencelock::Error::Timeout { .. }) => println!("one of the accounts stays busy"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<MultiMutexGuard> {
-        let held = grant::acquire(&self.inner, Some(timeout)).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Tries once to take every name, without waiting. When any name is held by another owner,
-    /// none is taken.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds any of the names, with the
-    /// longest remaining lease among the held ones; otherwise as [`MultiMutex::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`MultiMutex::lock`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), fencelock::Error> {
-    /// # let server = fencelock_testkit::RedisServer::start();
-    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
-    /// let one = client.mutex("b")?.lock().await?;
-    /// match client.multi_mutex(["a", "b"])?.try_lock().await {
-    ///     Err(fencelock::Error::Held { remaining, .. }) => assert!(remaining.is_some()),
-    ///     other => panic!("expected Held, got {other:?}"),
-    /// }
-    /// // All or none: "a" was not taken.
-    /// client.mutex("a")?.try_lock().await?.unlock().await?;
-    /// one.unlock().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_lock(&self) -> Result<MultiMutexGuard> {
-        let held = grant::try_acquire(&self.inner).await?;
-        Ok(Guard::new(held))
-    }
-
-    /// Waits for every name as [`lock`](MultiMutex::lock) does, runs `work` while it is held,
-    /// and gives it back: [`MultiMutexGuard::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
-    ///
-    /// # Errors
-    ///
-    /// As [`MultiMutex::lock`] while waiting, then as [`MultiMutexGuard::using`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`MultiMutex::lock`] while waiting; afterwards dropping the future drops
-    /// `work` and gives every name back in the background.
-    ///
-    /// # Examples
-    ///
-    /// See [`Mutex::using`](crate::Mutex::using).
-    pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
-    where
-        F: FnOnce(Fence) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.lock().await?.using(work).await
-    }
-}
-
-impl fmt::Debug for MultiMutex {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MultiMutex")
-            .field("names", &self.inner.lock.name)
-            .field("lease", &self.inner.lock.lease)
-            .field("wait_timeout", &self.inner.lock.wait_timeout)
-            .finish()
+        self.grant.members.iter().map(|m| m.display.as_str())
     }
 }
 
@@ -323,6 +172,7 @@ fn display_names(members: &[Member]) -> String {
 impl Kind for MultiGrant {
     const NAME: &'static str = "multi_mutex";
     const GUARD: &'static str = "MultiMutexGuard";
+    const HANDLE: &'static str = "MultiMutex";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Mutex;
 
     fn lock(&self) -> &Lock {
@@ -442,6 +292,8 @@ impl Guard<MultiGrant> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use fencelock_testkit::RedisServer;
     use redis::aio::MultiplexedConnection;
 

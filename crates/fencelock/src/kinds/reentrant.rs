@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::shared::Shared;
@@ -185,7 +185,6 @@ pub struct ReentrantMutex {
     inner: Arc<Inner>,
 }
 
-/// The lock's name, keys and settings, computed once per handle.
 /// A reentrant mutex's name, keys and settings, computed once per handle.
 struct Inner {
     lock: Lock,
@@ -228,35 +227,47 @@ impl ReentrantMutex {
         self.inner.lock.lease
     }
 
-    fn claim(&self, holder: &Holder) -> Arc<ReentrantGrant> {
-        Arc::new(ReentrantGrant {
+    /// This mutex as `holder` takes it: a [`Handle`] whose acquires are `holder`'s, for code
+    /// that takes locks of any kind ([`Handle`] without a kind). Its
+    /// [`lock`](Handle::lock), [`lock_timeout`](Handle::lock_timeout) and
+    /// [`try_lock`](Handle::try_lock) are this mutex's with `holder`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let job = client.holder()?;
+    /// let ledger: fencelock::Handle = client.reentrant_mutex("ledger")?.handle_as(&job).into();
+    /// let outer = ledger.lock().await?;
+    /// let inner = ledger.lock().await?; // the same owner enters again
+    /// assert_eq!(inner.fence(), outer.fence());
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn handle_as(&self, holder: &Holder) -> Handle<ReentrantGrant> {
+        Handle::of(Arc::new(ReentrantGrant {
             mutex: Arc::clone(&self.inner),
             owner: Arc::clone(holder.owner()),
-        })
+        }))
     }
 
-    /// Waits until `holder` holds the lock, or until the mutex's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one. If `holder` already holds
-    /// it, this adds a hold at once.
-    ///
-    /// While another owner holds the lock, the caller sleeps until the last of that owner's
-    /// holds is released (or, if the announcement is lost, at most the client's
-    /// [`wake_fallback`](crate::ClientOptions::wake_fallback) and never past the lock's
-    /// remaining lease), then tries again.
+    /// Waits until `holder` holds the lock, as [`Handle::lock`] does: if `holder` already
+    /// holds it, this adds a hold at once; while another owner holds it, the caller sleeps
+    /// until the last of that owner's holds is released.
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
-    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
-    /// last error.
+    /// As [`Handle::lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. If the future is dropped after a request went out, a hold may have been
-    /// granted without the caller knowing: that hold alone is given back in the background, by
-    /// its token, so the owner's other holds keep their count.
+    /// Cancel safe, as [`Handle::lock`]: a hold granted to a dropped `lock` is given back
+    /// alone, so the owner's other holds keep their count.
     ///
     /// # Examples
     ///
@@ -279,16 +290,14 @@ impl ReentrantMutex {
     /// # }
     /// ```
     pub async fn lock(&self, holder: &Holder) -> Result<ReentrantMutexGuard> {
-        let held = grant::acquire(&self.claim(holder), self.inner.lock.wait_timeout).await?;
-        Ok(Guard::new(held))
+        self.handle_as(holder).lock().await
     }
 
-    /// Waits at most `timeout` for the lock. See [`ReentrantMutex::lock`].
+    /// Waits at most `timeout` for `holder` to hold the lock. See [`ReentrantMutex::lock`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as
-    /// [`ReentrantMutex::lock`].
+    /// As [`Handle::lock_timeout`].
     ///
     /// # Cancel safety
     ///
@@ -312,16 +321,14 @@ impl ReentrantMutex {
         holder: &Holder,
         timeout: Duration,
     ) -> Result<ReentrantMutexGuard> {
-        let held = grant::acquire(&self.claim(holder), Some(timeout)).await?;
-        Ok(Guard::new(held))
+        self.handle_as(holder).lock_timeout(timeout).await
     }
 
     /// Tries once to take the lock (or one more hold of it) for `holder`, without waiting.
     ///
     /// # Errors
     ///
-    /// [`Error::Held`](crate::Error::Held) when another owner holds it, with the time its
-    /// lease still runs; otherwise as [`ReentrantMutex::lock`].
+    /// As [`Handle::try_lock`].
     ///
     /// # Cancel safety
     ///
@@ -345,8 +352,7 @@ impl ReentrantMutex {
     /// # }
     /// ```
     pub async fn try_lock(&self, holder: &Holder) -> Result<ReentrantMutexGuard> {
-        let held = grant::try_acquire(&self.claim(holder)).await?;
-        Ok(Guard::new(held))
+        self.handle_as(holder).try_lock().await
     }
 }
 
@@ -361,6 +367,7 @@ impl fmt::Debug for ReentrantMutex {
 impl Kind for ReentrantGrant {
     const NAME: &'static str = "reentrant_mutex";
     const GUARD: &'static str = "ReentrantMutexGuard";
+    const HANDLE: &'static str = "ReentrantMutex";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::ReentrantMutex;
 
     fn lock(&self) -> &Lock {

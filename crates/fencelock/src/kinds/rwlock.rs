@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
-use crate::core::held::Held;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::shared::Shared;
@@ -182,7 +181,11 @@ impl Side for Write {
 /// One owner's claim on one side of an [`RwLock`]: what its read or write holds are of.
 pub struct RwGrant<S> {
     rwlock: Arc<Inner>,
+    /// The owner the holds are taken for; none is sent while `own_each` is set.
     owner: Arc<str>,
+    /// Whether each acquire is an owner of its own, so that its holds are never reentrant:
+    /// it then tries for a claim of a fresh owner ([`Kind::for_acquire`]).
+    own_each: bool,
     side: PhantomData<S>,
 }
 
@@ -200,19 +203,6 @@ impl<S: Side> RwGrant<S> {
     /// Whether a waiting attempt of this side leaves a marker that keeps new readers out.
     fn leaves_marker(&self) -> bool {
         S::CODE == Write::CODE && self.rwlock.writer_preference
-    }
-}
-
-fn refuse_upgrade<S: Side>(
-    result: Result<Held<RwGrant<S>>>,
-    name: &str,
-) -> Result<Guard<RwGrant<S>>> {
-    match result {
-        Err(Error::Redis(e)) if e.code() == Some(DEADLOCK_CODE) => Err(Error::WouldDeadlock {
-            name: name.to_owned(),
-            reason: "the owner holds read holds and asked to write; give them back first",
-        }),
-        other => other.map(Guard::new),
     }
 }
 
@@ -269,50 +259,91 @@ impl RwLock {
         self.inner.lock.lease
     }
 
-    fn claim<S: Side>(&self, holder: &Holder) -> Arc<RwGrant<S>> {
-        Arc::new(RwGrant {
+    /// A handle of `S`'s side whose holds are `owner`'s, or each an owner's of its own.
+    fn claim<S: Side>(&self, owner: Arc<str>, own_each: bool) -> Handle<RwGrant<S>> {
+        Handle::of(Arc::new(RwGrant {
             rwlock: Arc::clone(&self.inner),
-            owner: Arc::clone(holder.owner()),
+            owner,
+            own_each,
             side: PhantomData,
-        })
+        }))
     }
 
-    async fn acquire<S: Side>(
-        &self,
-        holder: &Holder,
-        timeout: Option<Duration>,
-    ) -> Result<Guard<RwGrant<S>>> {
-        let result = grant::acquire(&self.claim::<S>(holder), timeout).await;
-        refuse_upgrade(result, &self.inner.lock.name)
+    /// Read holds of this lock for `holder`: a [`Handle`] whose
+    /// [`lock`](Handle::lock), [`lock_timeout`](Handle::lock_timeout) and
+    /// [`try_lock`](Handle::try_lock) are [`read_as`](RwLock::read_as),
+    /// [`read_timeout_as`](RwLock::read_timeout_as) and [`try_read_as`](RwLock::try_read_as),
+    /// for code that takes locks of any kind ([`Handle`] without a kind).
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read_handle`].
+    pub fn read_handle_as(&self, holder: &Holder) -> Handle<RwGrant<Read>> {
+        self.claim(Arc::clone(holder.owner()), false)
     }
 
-    async fn try_acquire<S: Side>(&self, holder: &Holder) -> Result<Guard<RwGrant<S>>> {
-        let result = grant::try_acquire(&self.claim::<S>(holder)).await;
-        refuse_upgrade(result, &self.inner.lock.name)
+    /// Write holds of this lock for `holder`: a [`Handle`] whose acquires are
+    /// [`write_as`](RwLock::write_as) and its forms. See [`RwLock::read_handle_as`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read_handle`].
+    pub fn write_handle_as(&self, holder: &Holder) -> Handle<RwGrant<Write>> {
+        self.claim(Arc::clone(holder.owner()), false)
     }
 
-    /// Waits until `holder` has a read hold, or until the lock's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
+    /// Read holds of this lock, each for a holder of its own: a [`Handle`] whose acquires
+    /// are [`read`](RwLock::read) and its forms, for code that takes locks of any kind
+    /// ([`Handle`] without a kind).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// use fencelock::Handle;
+    ///
+    /// let catalog = client.rwlock("catalog")?;
+    /// let (read, write): (Handle, Handle) =
+    ///     (catalog.read_handle().into(), catalog.write_handle().into());
+    /// let (a, b) = (read.lock().await?, read.lock().await?); // readers share it
+    /// assert!(write.try_lock().await.is_err());
+    /// a.unlock().await?;
+    /// b.unlock().await?;
+    /// write.lock().await?.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_handle(&self) -> Handle<RwGrant<Read>> {
+        self.claim(Arc::from(""), true)
+    }
+
+    /// The write hold of this lock, each for a holder of its own: a [`Handle`] whose acquires
+    /// are [`write`](RwLock::write) and its forms. See [`RwLock::read_handle`].
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock::read_handle`].
+    pub fn write_handle(&self) -> Handle<RwGrant<Write>> {
+        self.claim(Arc::from(""), true)
+    }
+
+    /// Waits until `holder` has a read hold, as [`Handle::lock`] does.
     ///
     /// A read hold is granted at once unless another owner holds the write lock, or a writer
     /// with preference waits and `holder` holds nothing of this lock yet. Otherwise the caller
-    /// sleeps until a release may let it in (or, if the announcement is lost, at most the
-    /// client's [`wake_fallback`](crate::ClientOptions::wake_fallback) and never past the
-    /// blocking holds' remaining lease), then tries again.
+    /// sleeps until a release may let it in.
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the wait limit passes;
-    /// [`Error::WrongType`](crate::Error::WrongType) when the lock's key holds another Redis type;
-    /// [`Error::Redis`](crate::Error::Redis) when Redis stays unreachable until the wait limit
-    /// (without one, for the client's [`outage_limit`](crate::ClientOptions::outage_limit)): the
-    /// last error.
+    /// As [`Handle::lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. If the future is dropped after a request went out, a hold may have been
-    /// granted without the caller knowing: that hold alone is given back in the background, by
-    /// its token.
+    /// Cancel safe, as [`Handle::lock`]: a hold granted to a dropped acquire is given back
+    /// alone.
     ///
     /// # Examples
     ///
@@ -334,19 +365,18 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        self.acquire::<Read>(holder, self.inner.lock.wait_timeout)
-            .await
+        self.read_handle_as(holder).lock().await
     }
 
-    /// Waits at most `timeout` for a read hold. See [`RwLock::read`].
+    /// Waits at most `timeout` for a read hold. See [`RwLock::read_as`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as [`RwLock::read`].
+    /// As [`Handle::lock_timeout`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`RwLock::read`].
+    /// Cancel safe, as [`RwLock::read_as`].
     ///
     /// # Examples
     ///
@@ -366,7 +396,7 @@ impl RwLock {
         holder: &Holder,
         timeout: Duration,
     ) -> Result<RwLockReadGuard> {
-        self.acquire::<Read>(holder, Some(timeout)).await
+        self.read_handle_as(holder).lock_timeout(timeout).await
     }
 
     /// Tries once to take a read hold for `holder`, without waiting.
@@ -375,11 +405,11 @@ impl RwLock {
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner writes, or a writer with
     /// preference waits and `holder` holds nothing of this lock, with the time until what is in
-    /// the way expires unless renewed; otherwise as [`RwLock::read`].
+    /// the way expires unless renewed; otherwise as [`Handle::try_lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`RwLock::read`].
+    /// Cancel safe, as [`RwLock::read_as`].
     ///
     /// # Examples
     ///
@@ -399,11 +429,10 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn try_read_as(&self, holder: &Holder) -> Result<RwLockReadGuard> {
-        self.try_acquire::<Read>(holder).await
+        self.read_handle_as(holder).try_lock().await
     }
 
-    /// Waits until `holder` has a write hold, or until the lock's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
+    /// Waits until `holder` has a write hold, as [`Handle::lock`] does.
     ///
     /// A write hold is granted at once when no other owner holds anything of the lock (the
     /// owner's own write holds and, after a downgrade, its own read holds do not count). While
@@ -414,13 +443,13 @@ impl RwLock {
     /// # Errors
     ///
     /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) when `holder` holds read holds and
-    /// no write hold; otherwise as [`RwLock::read`].
+    /// no write hold; otherwise as [`Handle::lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. If the future is dropped after a request went out, a hold that may have
-    /// been granted is given back in the background, and the writer's place as a waiting writer
-    /// is removed with it, so readers are not held back by a writer that left.
+    /// Cancel safe, as [`Handle::lock`]: a hold that may have been granted to a dropped
+    /// acquire is given back in the background, and the writer's place as a waiting writer is
+    /// removed with it, so readers are not held back by a writer that left.
     ///
     /// # Examples
     ///
@@ -442,19 +471,18 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        self.acquire::<Write>(holder, self.inner.lock.wait_timeout)
-            .await
+        self.write_handle_as(holder).lock().await
     }
 
-    /// Waits at most `timeout` for a write hold. See [`RwLock::write`].
+    /// Waits at most `timeout` for a write hold. See [`RwLock::write_as`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`; otherwise as [`RwLock::write`].
+    /// As [`Handle::lock_timeout`] and [`RwLock::write_as`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`RwLock::write`].
+    /// Cancel safe, as [`RwLock::write_as`].
     ///
     /// # Examples
     ///
@@ -474,7 +502,7 @@ impl RwLock {
         holder: &Holder,
         timeout: Duration,
     ) -> Result<RwLockWriteGuard> {
-        self.acquire::<Write>(holder, Some(timeout)).await
+        self.write_handle_as(holder).lock_timeout(timeout).await
     }
 
     /// Tries once to take a write hold for `holder`, without waiting (and without holding
@@ -484,12 +512,12 @@ impl RwLock {
     ///
     /// [`Error::Held`](crate::Error::Held) when another owner holds anything of the lock, with
     /// the time until those holds expire unless renewed;
-    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) as for [`RwLock::write`]; otherwise
-    /// as [`RwLock::read`].
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) as for [`RwLock::write_as`];
+    /// otherwise as [`Handle::try_lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`RwLock::read`].
+    /// Cancel safe, as [`RwLock::write_as`].
     ///
     /// # Examples
     ///
@@ -509,13 +537,7 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn try_write_as(&self, holder: &Holder) -> Result<RwLockWriteGuard> {
-        self.try_acquire::<Write>(holder).await
-    }
-
-    /// A holder of its own for one hold: what the methods without a [`Holder`] take holds
-    /// for, so that their holds are never reentrant.
-    fn own_holder(&self) -> Result<Holder> {
-        Ok(Holder::new(&self.inner.lock.shared.id, &random_id()?))
+        self.write_handle_as(holder).try_lock().await
     }
 
     /// Waits for a read hold of a holder of its own, as [`read_as`](RwLock::read_as) does:
@@ -549,7 +571,7 @@ impl RwLock {
     /// # }
     /// ```
     pub async fn read(&self) -> Result<RwLockReadGuard> {
-        self.read_as(&self.own_holder()?).await
+        self.read_handle().lock().await
     }
 
     /// Waits for the write hold for a holder of its own, as [`write_as`](RwLock::write_as)
@@ -557,8 +579,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// As [`RwLock::write_as`]; [`Error::Entropy`](crate::Error::Entropy) when the operating
-    /// system's random number generator fails.
+    /// As [`RwLock::write_as`] and [`RwLock::read`].
     ///
     /// # Cancel safety
     ///
@@ -568,11 +589,10 @@ impl RwLock {
     ///
     /// See [`RwLock::read`].
     pub async fn write(&self) -> Result<RwLockWriteGuard> {
-        self.write_as(&self.own_holder()?).await
+        self.write_handle().lock().await
     }
 
-    /// Waits at most `timeout` for a read hold of a holder of its own, as
-    /// [`read_timeout_as`](RwLock::read_timeout_as) does. See [`RwLock::read`].
+    /// Waits at most `timeout` for a read hold of a holder of its own. See [`RwLock::read`].
     ///
     /// # Errors
     ///
@@ -586,11 +606,11 @@ impl RwLock {
     ///
     /// See [`RwLock::read`].
     pub async fn read_timeout(&self, timeout: Duration) -> Result<RwLockReadGuard> {
-        self.read_timeout_as(&self.own_holder()?, timeout).await
+        self.read_handle().lock_timeout(timeout).await
     }
 
-    /// Waits at most `timeout` for the write hold for a holder of its own, as
-    /// [`write_timeout_as`](RwLock::write_timeout_as) does. See [`RwLock::read`].
+    /// Waits at most `timeout` for the write hold for a holder of its own. See
+    /// [`RwLock::read`].
     ///
     /// # Errors
     ///
@@ -604,11 +624,10 @@ impl RwLock {
     ///
     /// See [`RwLock::read`].
     pub async fn write_timeout(&self, timeout: Duration) -> Result<RwLockWriteGuard> {
-        self.write_timeout_as(&self.own_holder()?, timeout).await
+        self.write_handle().lock_timeout(timeout).await
     }
 
-    /// Tries once to take a read hold for a holder of its own, as
-    /// [`try_read_as`](RwLock::try_read_as) does. See [`RwLock::read`].
+    /// Tries once to take a read hold for a holder of its own. See [`RwLock::read`].
     ///
     /// # Errors
     ///
@@ -622,11 +641,10 @@ impl RwLock {
     ///
     /// See [`RwLock::read`].
     pub async fn try_read(&self) -> Result<RwLockReadGuard> {
-        self.try_read_as(&self.own_holder()?).await
+        self.read_handle().try_lock().await
     }
 
-    /// Tries once to take the write hold for a holder of its own, as
-    /// [`try_write_as`](RwLock::try_write_as) does. See [`RwLock::read`].
+    /// Tries once to take the write hold for a holder of its own. See [`RwLock::read`].
     ///
     /// # Errors
     ///
@@ -640,7 +658,7 @@ impl RwLock {
     ///
     /// See [`RwLock::read`].
     pub async fn try_write(&self) -> Result<RwLockWriteGuard> {
-        self.try_write_as(&self.own_holder()?).await
+        self.write_handle().try_lock().await
     }
 }
 
@@ -656,7 +674,32 @@ impl fmt::Debug for RwLock {
 impl<S: Side> Kind for RwGrant<S> {
     const NAME: &'static str = S::NAME;
     const GUARD: &'static str = S::GUARD;
+    const HANDLE: &'static str = "RwLock";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::RwLock;
+
+    fn for_acquire(grant: &Arc<Self>) -> Result<Arc<Self>> {
+        if !grant.own_each {
+            return Ok(Arc::clone(grant));
+        }
+        let holder = Holder::new(&grant.rwlock.lock.shared.id, &random_id()?);
+        Ok(Arc::new(RwGrant {
+            rwlock: Arc::clone(&grant.rwlock),
+            owner: Arc::clone(holder.owner()),
+            own_each: false,
+            side: PhantomData,
+        }))
+    }
+
+    /// An upgrade the script refuses, since it would wait for the owner's own read holds.
+    fn acquire_error(&self, error: Error) -> Error {
+        match error {
+            Error::Redis(e) if e.code() == Some(DEADLOCK_CODE) => Error::WouldDeadlock {
+                name: self.rwlock.lock.name.clone(),
+                reason: "the owner holds read holds and asked to write; give them back first",
+            },
+            other => other,
+        }
+    }
 
     fn lock(&self) -> &Lock {
         &self.rwlock.lock

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::transport::script::Invocation;
 
-use crate::core::grant;
 use crate::core::guard::Guard;
+use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::shared::Shared;
@@ -192,9 +192,7 @@ impl Semaphore {
         self.inner.lock.lease
     }
 
-    /// Waits for one permit, or until the semaphore's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one. See
-    /// [`acquire_many`](Semaphore::acquire_many).
+    /// Waits for one permit, as [`acquire_many`](Semaphore::acquire_many) does.
     ///
     /// # Errors
     ///
@@ -208,11 +206,12 @@ impl Semaphore {
     ///
     /// See [`Semaphore`].
     pub async fn acquire(&self) -> Result<SemaphorePermit> {
-        self.acquire_many(1).await
+        self.permits_handle(1)?.lock().await
     }
 
     /// Waits until `n` permits are granted at once, as one grant, or until the semaphore's
-    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one.
+    /// [`wait_timeout`](crate::LockOptions::wait_timeout) if it has one: the
+    /// [`lock`](Handle::lock) of [`permits_handle(n)`](Semaphore::permits_handle).
     ///
     /// While too few permits are free, the caller sleeps until permits are given back (each
     /// release wakes as many waiters per process as there are permits free), or at most the
@@ -221,18 +220,13 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the semaphore's
-    /// total: at once, or as soon as a lowered total is seen while waiting, since waiting could
-    /// never end. [`Error::Timeout`] when the wait limit passes; [`Error::WrongType`] when the
-    /// semaphore's key holds another Redis type; [`Error::Redis`] when Redis stays unreachable
-    /// until the wait limit (without one, for the client's
-    /// [`outage_limit`](crate::ClientOptions::outage_limit)): the last error.
+    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0, or when `n` exceeds the
+    /// semaphore's total: at once, or as soon as a lowered total is seen while waiting, since
+    /// waiting could never end; otherwise as [`Handle::lock`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe. If the future is dropped after a request went out, the permits may have
-    /// been granted without the caller knowing: they are given back in the background, by
-    /// owner token, so a cancelled acquire takes no permit.
+    /// Cancel safe, as [`Handle::lock`]: permits granted to a dropped acquire are given back.
     ///
     /// # Examples
     ///
@@ -253,14 +247,14 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
-        self.acquire_within(n, self.inner.lock.wait_timeout).await
+        self.permits_handle(n)?.lock().await
     }
 
     /// Waits at most `timeout` for one permit. See [`Semaphore::acquire_many`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] after `timeout`; otherwise as [`Semaphore::acquire_many`].
+    /// As [`Handle::lock_timeout`] and [`Semaphore::acquire_many`].
     ///
     /// # Cancel safety
     ///
@@ -280,14 +274,14 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<SemaphorePermit> {
-        self.acquire_within(1, Some(timeout)).await
+        self.permits_handle(1)?.lock_timeout(timeout).await
     }
 
     /// Waits at most `timeout` for `n` permits at once. See [`Semaphore::acquire_many`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] after `timeout`; otherwise as [`Semaphore::acquire_many`].
+    /// As [`Handle::lock_timeout`] and [`Semaphore::acquire_many`].
     ///
     /// # Cancel safety
     ///
@@ -304,7 +298,7 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn acquire_many_timeout(&self, n: u32, timeout: Duration) -> Result<SemaphorePermit> {
-        self.acquire_within(n, Some(timeout)).await
+        self.permits_handle(n)?.lock_timeout(timeout).await
     }
 
     /// Tries once to take one permit, without waiting. See
@@ -322,30 +316,29 @@ impl Semaphore {
     ///
     /// See [`Semaphore`].
     pub async fn try_acquire(&self) -> Result<SemaphorePermit> {
-        self.try_acquire_many(1).await
+        self.permits_handle(1)?.try_lock().await
     }
 
-    /// Waits for one permit as [`acquire`](Semaphore::acquire) does, runs `work` while it is held,
-    /// and gives it back: [`SemaphorePermit::using`] in one call. See [`Mutex::using`](crate::Mutex::using).
+    /// Waits for one permit as [`acquire`](Semaphore::acquire) does, runs `work` while it is
+    /// held, and gives it back, as [`Handle::using`] does.
     ///
     /// # Errors
     ///
-    /// As [`Semaphore::acquire`] while waiting, then as [`SemaphorePermit::using`].
+    /// As [`Handle::using`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`Semaphore::acquire`] while waiting; afterwards dropping the future drops
-    /// `work` and gives one permit back in the background.
+    /// As [`Handle::using`].
     ///
     /// # Examples
     ///
-    /// See [`Mutex::using`](crate::Mutex::using).
+    /// See [`Handle::using`].
     pub async fn using<F, Fut, T>(&self, work: F) -> Result<T>
     where
         F: FnOnce(Fence) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.acquire().await?.using(work).await
+        self.permits_handle(1)?.using(work).await
     }
 
     /// Tries once to take `n` permits at once, without waiting.
@@ -354,7 +347,7 @@ impl Semaphore {
     ///
     /// [`Error::Held`] when fewer than `n` permits are free, with the time until the first
     /// grant held ends if nobody gives it back; [`Error::InvalidOption`] (option `permits`)
-    /// for `n` = 0 or more than the total; otherwise as [`Semaphore::acquire_many`].
+    /// for `n` = 0 or more than the total; otherwise as [`Handle::try_lock`].
     ///
     /// # Cancel safety
     ///
@@ -382,11 +375,40 @@ impl Semaphore {
     /// # }
     /// ```
     pub async fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit> {
-        let request = self.request(n)?;
-        match grant::try_acquire(&request).await {
-            Ok(held) => Ok(Guard::new(held)),
-            Err(e) => Err(self.over_total(e, n)),
-        }
+        self.permits_handle(n)?.try_lock().await
+    }
+
+    /// `n` permits of this semaphore as one grant: a [`Handle`] whose acquires take them, for
+    /// code that takes locks of any kind ([`Handle`] without a kind). Its
+    /// [`lock`](Handle::lock), [`lock_timeout`](Handle::lock_timeout) and
+    /// [`try_lock`](Handle::try_lock) are [`acquire_many(n)`](Semaphore::acquire_many),
+    /// [`acquire_many_timeout`](Semaphore::acquire_many_timeout) and
+    /// [`try_acquire_many(n)`](Semaphore::try_acquire_many).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] (option `permits`) for `n` = 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let pair: fencelock::Handle = client.semaphore("exports", 3)?.permits_handle(2)?.into();
+    /// let guard = pair.lock().await?;
+    /// assert!(pair.try_lock().await.is_err(), "1 of 3 left");
+    /// guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn permits_handle(&self, n: u32) -> Result<Handle<PermitGrant>> {
+        check_count(n)?;
+        Ok(Handle::of(Arc::new(PermitGrant {
+            semaphore: Arc::clone(&self.inner),
+            permits: n,
+        })))
     }
 
     /// Sets the total number of permits, for every process, from now on.
@@ -501,39 +523,6 @@ impl Semaphore {
             }),
         }
     }
-
-    async fn acquire_within(&self, n: u32, timeout: Option<Duration>) -> Result<SemaphorePermit> {
-        let request = self.request(n)?;
-        match grant::acquire(&request, timeout).await {
-            Ok(held) => Ok(Guard::new(held)),
-            Err(e) => Err(self.over_total(e, n)),
-        }
-    }
-
-    fn request(&self, permits: u32) -> Result<Arc<PermitGrant>> {
-        check_count(permits)?;
-        Ok(Arc::new(PermitGrant {
-            semaphore: Arc::clone(&self.inner),
-            permits,
-        }))
-    }
-
-    /// Turns the acquire script's refusal of more permits than the total into a typed error.
-    fn over_total(&self, error: Error, asked: u32) -> Error {
-        if let Error::Redis(e) = &error
-            && e.code() == Some(OVER_TOTAL)
-        {
-            let total = e.detail().unwrap_or("fewer").trim();
-            return Error::InvalidOption {
-                option: "permits",
-                reason: format!(
-                    "{asked} permits asked of semaphore {:?}, whose total is {total}",
-                    self.inner.lock.name
-                ),
-            };
-        }
-        error
-    }
 }
 
 pub(crate) fn check_count(permits: u32) -> Result<()> {
@@ -564,6 +553,7 @@ impl PermitGrant {
 impl Kind for PermitGrant {
     const NAME: &'static str = "semaphore";
     const GUARD: &'static str = "SemaphorePermit";
+    const HANDLE: &'static str = "Semaphore";
     const LOCK_KIND: crate::cycle::LockKind = crate::cycle::LockKind::Semaphore;
 
     fn lock(&self) -> &Lock {
@@ -620,6 +610,23 @@ impl Kind for PermitGrant {
 
     fn describe(&self, guard: &mut fmt::DebugStruct<'_, '_>) {
         guard.field("permits", &self.permits);
+    }
+
+    /// The acquire script's refusal of more permits than the total, as a typed error.
+    fn acquire_error(&self, error: Error) -> Error {
+        if let Error::Redis(e) = &error
+            && e.code() == Some(OVER_TOTAL)
+        {
+            let total = e.detail().unwrap_or("fewer").trim();
+            return Error::InvalidOption {
+                option: "permits",
+                reason: format!(
+                    "{} permits asked of semaphore {:?}, whose total is {total}",
+                    self.permits, self.semaphore.lock.name
+                ),
+            };
+        }
+        error
     }
 }
 

@@ -288,7 +288,7 @@ async fn using_runs_the_work_under_the_lock() {
         .foreign_mutex(Layout::NodeRedlock, "exports")
         .expect("name");
     let seen = lock
-        .using(|| async { server.cli(&["EXISTS", "exports"]) })
+        .using(|_| async { server.cli(&["EXISTS", "exports"]) })
         .await
         .expect("using");
     assert_eq!(seen, "1", "held while the work ran");

@@ -17,6 +17,7 @@ mod examples;
 mod fair;
 mod faults;
 mod foreign;
+mod handle;
 mod handoff;
 mod inspect;
 mod memory;

@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, ClientOptions, Guard, Lease, LockKind, LockOptions};
+use fencelock::{Client, ClientOptions, Guard, Handle, Lease, LockKind, LockOptions};
 use fencelock_testkit::{Proxy, RedisServer};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
@@ -32,66 +32,52 @@ enum Kind {
 }
 
 impl Kind {
-    /// Takes the lock `name` (a multi-lock takes `name` and `name` + "-2").
+    /// The lock `name` of this kind as `client` takes it (a multi-lock: `name` and `name` +
+    /// "-2"; a reentrant mutex: for a holder of its own).
+    fn handle(self, client: &Client, name: &str, options: LockOptions) -> Handle {
+        ok(match self {
+            Kind::Mutex => client.mutex_with_options(name, options).map(Handle::from),
+            Kind::Fair => client
+                .fair_mutex_with_options(name, options)
+                .map(Handle::from),
+            Kind::Multi => client
+                .multi_mutex_with_options(names(name), options)
+                .map(Handle::from),
+            Kind::Reentrant => client
+                .reentrant_mutex_with_options(name, options)
+                .and_then(|lock| Ok(lock.handle_as(&client.holder()?).into())),
+            Kind::Read => client
+                .rwlock_with_options(name, options)
+                .map(|lock| lock.read_handle().into()),
+            Kind::Write => client
+                .rwlock_with_options(name, options)
+                .map(|lock| lock.write_handle().into()),
+            Kind::Semaphore => client
+                .semaphore_with_options(name, 1, options)
+                .and_then(|semaphore| semaphore.permits_handle(1))
+                .map(Handle::from),
+        })
+    }
+
+    /// Takes the lock `name`.
     async fn take(self, client: &Client, name: &str, lease: Lease) -> Guard {
         let options = LockOptions::default().lease(lease);
-        match self {
-            Kind::Mutex => {
-                let lock = ok(client.mutex_with_options(name, options));
-                ok(lock.lock().await).into()
-            }
-            Kind::Fair => {
-                let lock = ok(client.fair_mutex_with_options(name, options));
-                ok(lock.lock().await).into()
-            }
-            Kind::Multi => {
-                let lock = ok(client.multi_mutex_with_options(names(name), options));
-                ok(lock.lock().await).into()
-            }
-            Kind::Reentrant => {
-                let lock = ok(client.reentrant_mutex_with_options(name, options));
-                ok(lock.lock(&ok(client.holder())).await).into()
-            }
-            Kind::Read => {
-                let lock = ok(client.rwlock_with_options(name, options));
-                ok(lock.read().await).into()
-            }
-            Kind::Write => {
-                let lock = ok(client.rwlock_with_options(name, options));
-                ok(lock.write().await).into()
-            }
-            Kind::Semaphore => {
-                let semaphore = ok(client.semaphore_with_options(name, 1, options));
-                ok(semaphore.acquire().await).into()
-            }
-        }
+        ok(self.handle(client, name, options).lock().await)
     }
 
     /// One attempt by another client to take what the guard holds; whether it was granted.
     /// A grant is released at once.
     async fn contend(self, client: &Client, name: &str) -> bool {
-        let granted = match self {
-            Kind::Mutex => ok(client.mutex(name)).try_lock().await.map(drop),
-            Kind::Fair => ok(client.fair_mutex(name)).try_lock().await.map(drop),
-            Kind::Multi => ok(client.multi_mutex(names(name)))
-                .try_lock()
-                .await
-                .map(drop),
-            Kind::Reentrant => {
-                let holder = ok(client.holder());
-                let lock = ok(client.reentrant_mutex(name));
-                lock.try_lock(&holder).await.map(drop)
-            }
-            // A writer is what a read hold keeps out.
-            Kind::Read | Kind::Write => {
-                let holder = ok(client.holder());
-                ok(client.rwlock(name))
-                    .try_write_as(&holder)
-                    .await
-                    .map(drop)
-            }
-            Kind::Semaphore => ok(client.semaphore(name, 1)).try_acquire().await.map(drop),
+        // A writer is what a read hold keeps out.
+        let contender = match self {
+            Kind::Read => Kind::Write,
+            kind => kind,
         };
+        let granted = contender
+            .handle(client, name, LockOptions::default())
+            .try_lock()
+            .await
+            .map(drop);
         match granted {
             Ok(()) => true,
             Err(fencelock::Error::Held { .. }) => false,

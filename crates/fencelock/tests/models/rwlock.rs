@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{client, ms};
-use fencelock::{Error, Fence, Holder, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use fencelock::{Error, Fence, Guard, Handle, Holder, RwLock};
 use fencelock_testkit::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -41,27 +41,6 @@ fn op() -> impl Strategy<Value = Op> {
         4 => any::<usize>().prop_map(Op::Unlock),
         1 => any::<usize>().prop_map(Op::Drop),
     ]
-}
-
-enum Guard {
-    Read(RwLockReadGuard),
-    Write(RwLockWriteGuard),
-}
-
-impl Guard {
-    fn fence(&self) -> Fence {
-        match self {
-            Guard::Read(g) => g.fence(),
-            Guard::Write(g) => g.fence(),
-        }
-    }
-
-    async fn unlock(self) -> fencelock::Result<()> {
-        match self {
-            Guard::Read(g) => g.unlock().await,
-            Guard::Write(g) => g.unlock().await,
-        }
-    }
 }
 
 /// What the model says of a request.
@@ -196,16 +175,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     _ => (Mode::Write, true),
                 };
                 let holder = &holders[o];
-                let result = match (mode, waits) {
-                    (Mode::Read, false) => lock.try_read_as(holder).await.map(Guard::Read),
-                    (Mode::Read, true) => {
-                        lock.read_timeout_as(holder, ms(30)).await.map(Guard::Read)
-                    }
-                    (Mode::Write, false) => lock.try_write_as(holder).await.map(Guard::Write),
-                    (Mode::Write, true) => lock
-                        .write_timeout_as(holder, ms(30))
-                        .await
-                        .map(Guard::Write),
+                let side: Handle = match mode {
+                    Mode::Read => lock.read_handle_as(holder).into(),
+                    Mode::Write => lock.write_handle_as(holder).into(),
+                };
+                let result = if waits {
+                    side.lock_timeout(ms(30)).await
+                } else {
+                    side.try_lock().await
                 };
                 let verdict = model.verdict(o, mode);
                 match (&verdict, result) {

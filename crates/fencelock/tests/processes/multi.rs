@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::common::{
     connect_with_raw, join_within, runtime, Workload, ITERATIONS_ENV, TASKS_ENV, URL_ENV,
 };
-use fencelock::{Client, Error};
+use fencelock::{Client, Error, Guard, Handle};
 use fencelock_testkit::process::{
     env_parse, env_var, monotonic_nanos, say, say_all, start_barrier, worker_index, DONE,
 };
@@ -256,49 +256,26 @@ async fn run_task(
         for &name in names {
             reports.push(format!("I {name} {enter} {exit}"));
         }
-        held.unlock().await;
+        unlock_all(held).await;
     }
     reports
 }
 
-/// Whatever guards a task holds for one set.
-enum HeldSet {
-    Multi(fencelock::MultiMutexGuard),
-    Single(fencelock::MutexGuard),
-    Each(Vec<fencelock::MutexGuard>),
-}
-
-impl HeldSet {
-    async fn unlock(self) {
-        match self {
-            HeldSet::Multi(guard) => guard.unlock().await.expect("held to the end"),
-            HeldSet::Single(guard) => guard.unlock().await.expect("held to the end"),
-            HeldSet::Each(guards) => {
-                for guard in guards {
-                    guard.unlock().await.expect("held to the end");
-                }
-            }
-        }
+/// Gives back the guards a task holds for one set.
+async fn unlock_all(guards: Vec<Guard>) {
+    for guard in guards {
+        guard.unlock().await.expect("held to the end");
     }
 }
 
-async fn take_together(client: &Client, names: &[usize]) -> Result<HeldSet, String> {
+async fn take_together(client: &Client, names: &[usize]) -> Result<Vec<Guard>, String> {
     let names_of = || names.iter().map(|&n| NAMES[n]);
-    let result = if let [one] = names {
-        client
-            .mutex(NAMES[*one])
-            .expect("name")
-            .lock_timeout(STUCK)
-            .await
-            .map(HeldSet::Single)
+    let set: Handle = if let [one] = names {
+        client.mutex(NAMES[*one]).expect("name").into()
     } else {
-        client
-            .multi_mutex(names_of())
-            .expect("names")
-            .lock_timeout(STUCK)
-            .await
-            .map(HeldSet::Multi)
+        client.multi_mutex(names_of()).expect("names").into()
     };
+    let result = set.lock_timeout(STUCK).await.map(|guard| vec![guard]);
     match result {
         Ok(held) => Ok(held),
         Err(Error::Timeout { name, waited }) => Err(format!("{name} after {waited:?}")),
@@ -306,7 +283,7 @@ async fn take_together(client: &Client, names: &[usize]) -> Result<HeldSet, Stri
     }
 }
 
-async fn take_one_by_one(client: &Client, names: &[usize]) -> Result<HeldSet, String> {
+async fn take_one_by_one(client: &Client, names: &[usize]) -> Result<Vec<Guard>, String> {
     let mut guards = Vec::new();
     for &name in names {
         match client
@@ -315,7 +292,7 @@ async fn take_one_by_one(client: &Client, names: &[usize]) -> Result<HeldSet, St
             .lock_timeout(CONTROL_WAIT)
             .await
         {
-            Ok(guard) => guards.push(guard),
+            Ok(guard) => guards.push(guard.into()),
             // Dropping the guards held so far releases them, so the others can go on.
             Err(Error::Timeout { name, waited }) => {
                 return Err(format!("{name} after {waited:?}"));
@@ -326,7 +303,7 @@ async fn take_one_by_one(client: &Client, names: &[usize]) -> Result<HeldSet, St
         // pause makes it likely.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Ok(HeldSet::Each(guards))
+    Ok(guards)
 }
 
 /// GET, yield, SET value+1: an increment that loses updates unless holders exclude each other.

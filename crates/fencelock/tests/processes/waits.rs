@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use fencelock::{Client, Error, LockOptions};
+use fencelock::{Client, Error, Guard, Handle, LockOptions};
 use fencelock_testkit::process::{env_var, hear, say, worker_index, Event, Workers};
 use fencelock_testkit::RedisServer;
 
@@ -121,44 +121,23 @@ fn run(plans: &[&str]) -> Vec<(String, u32)> {
 // Worker side
 // ---------------------------------------------------------------------------------------------
 
-/// A lock held by a worker, of any kind.
-enum Held {
-    Mutex(fencelock::MutexGuard),
-    Fair(fencelock::FairMutexGuard),
-    Write(fencelock::RwLockWriteGuard),
-    Permit(fencelock::SemaphorePermit),
-}
-
-impl Held {
-    async fn release(self) -> Result<(), Error> {
-        match self {
-            Held::Mutex(g) => g.unlock().await,
-            Held::Fair(g) => g.unlock().await,
-            Held::Write(g) => g.unlock().await,
-            Held::Permit(p) => p.release().await,
-        }
-    }
-}
-
-async fn acquire(client: &Client, lock: &str, options: LockOptions) -> Result<Held, Error> {
+/// Takes the lock `<kind>:<name>`, of any kind.
+async fn acquire(client: &Client, lock: &str, options: LockOptions) -> Result<Guard, Error> {
     let (kind, name) = lock.split_once(':').expect("a lock is <kind>:<name>");
-    Ok(match kind {
-        "mutex" => Held::Mutex(client.mutex_with_options(name, options)?.lock().await?),
-        "fair" => Held::Fair(
-            client
-                .fair_mutex_with_options(name, options)?
-                .lock()
-                .await?,
-        ),
-        "write" => Held::Write(client.rwlock_with_options(name, options)?.write().await?),
-        "semaphore" => Held::Permit(
-            client
-                .semaphore_with_options(name, 1, options)?
-                .acquire()
-                .await?,
-        ),
+    let handle: Handle = match kind {
+        "mutex" => client.mutex_with_options(name, options)?.into(),
+        "fair" => client.fair_mutex_with_options(name, options)?.into(),
+        "write" => client
+            .rwlock_with_options(name, options)?
+            .write_handle()
+            .into(),
+        "semaphore" => client
+            .semaphore_with_options(name, 1, options)?
+            .permits_handle(1)?
+            .into(),
         other => panic!("unknown kind {other:?}"),
-    })
+    };
+    handle.lock().await
 }
 
 /// Takes the plan's first lock, says `HELD`, hears `GO`, waits for the second (with a deadlock
@@ -192,7 +171,7 @@ fn take() {
                 .expect("hear");
             if waited == "-" {
                 tokio::time::sleep(Duration::from_millis(hold_ms)).await;
-                first.release().await.expect("release");
+                first.unlock().await.expect("release");
                 say("RELEASED");
                 return;
             }
@@ -202,13 +181,13 @@ fn take() {
             match acquire(&client2, &waited, options).await {
                 Ok(second) => {
                     say("GRANTED");
-                    second.release().await.expect("release");
+                    second.unlock().await.expect("release");
                 }
                 Err(Error::Deadlock { cycle, .. }) => say(&format!("DEADLOCK {cycle}")),
                 Err(Error::Timeout { .. }) => say("TIMEOUT"),
                 Err(e) => panic!("waiting for {waited}: {e}"),
             }
-            first.release().await.expect("release");
+            first.unlock().await.expect("release");
         })
         .await
         .expect("the worker's task");
