@@ -28,7 +28,7 @@ const LAYERS: [(&str, &[&str]); 5] = [
     (
         "façade",
         &[
-            "client", "connect", "inspect", "waits", "check", "blocking", "fuzzing",
+            "client", "connect", "inspect", "check", "blocking", "fuzzing",
         ],
     ),
 ];
