@@ -591,7 +591,9 @@ impl fmt::Debug for Client {
 
 #[cfg(all(test, not(feature = "tls")))]
 mod tests {
-    use crate::{Client, ClientOptions, Error};
+    use crate::client::Client;
+    use crate::error::Error;
+    use crate::options::ClientOptions;
 
     #[tokio::test]
     async fn without_the_feature_tls_is_refused_by_name() {

@@ -629,7 +629,7 @@ mod tests {
         );
         let oversized = [
             &b"fencelock:{"[..],
-            &[b'x'; crate::MAX_NAME_LEN + 1],
+            &[b'x'; crate::keys::MAX_NAME_LEN + 1],
             b"}:mutex",
         ]
         .concat();
