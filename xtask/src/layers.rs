@@ -9,6 +9,13 @@
 //! `transport::sentinel`. A path to an item re-exported at the crate root (`crate::Client`)
 //! counts as a path to the module it is re-exported from, as `lib.rs` says: a re-export is no
 //! way around a layer.
+//!
+//! An import is not the only way up: code of a higher layer can be installed below it and
+//! called from there. Through a trait that is seen: an `impl` of a trait in a layer above the
+//! trait's own is a call up, and each one must be listed in [`CALLS_UP`], with its reason, and
+//! named in `ARCHITECTURE.md`. Through a bare function pointer it is not: no text says where
+//! its value comes from, so every `fn(…)` type below the façade is listed in
+//! [`FUNCTION_POINTERS`] with what fills it and what calls it, and any other fails.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -37,8 +44,60 @@ const LAYERS: [(&str, &[&str]); 5] = [
 /// `core::grant`); every other folder is one unit.
 const FOLDERS_OF_UNITS: [&str; 3] = ["core", "kinds", "transport"];
 
+/// A call a layer makes up into a higher one: through a trait it declares, which the higher
+/// layer implements.
+struct CallUp {
+    /// The trait's module (a unit) and name.
+    module: &'static str,
+    name: &'static str,
+    /// The layer its implementations are in.
+    implemented_in: &'static str,
+    /// Why the call goes up.
+    why: &'static str,
+}
+
+/// Every call up of the library, each named in `ARCHITECTURE.md`.
+const CALLS_UP: [CallUp; 2] = [
+    CallUp {
+        module: "core::kind",
+        name: "Kind",
+        implemented_in: "kinds",
+        why: "the core runs every kind through what the kind tells it: its scripts, its \
+              renewals, whom a release wakes",
+    },
+    CallUp {
+        module: "core::waits",
+        name: "Holders",
+        implemented_in: "façade",
+        why: "a waiter's deadlock check and the wait-for graph need the holds of every kind, \
+              which only the façade can read",
+    },
+];
+
+/// A function pointer type below the façade: the unit it is written in, the field (or type)
+/// it is the type of, and what fills it and what calls it, neither above the other.
+type FunctionPointer = (&'static str, &'static str, &'static str);
+
+/// Every function pointer type below the façade.
+const FUNCTION_POINTERS: [FunctionPointer; 2] = [
+    (
+        "core::stored",
+        "judge",
+        "each kind's reading of its own storage, in its `STORED`; called by the façade's \
+         inspection, never by the core",
+    ),
+    (
+        "kinds::handoff_model",
+        "reached",
+        "a goal of the model's traces, written and called in the model",
+    ),
+];
+
 /// The library's sources, from this crate's directory.
 const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/fencelock/src");
+
+/// The map of the library, which names every call up.
+const ARCHITECTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md");
 
 /// Checks fencelock's sources: `Err` lists every upward path, every circle inside a layer,
 /// and every module in no layer.
@@ -46,12 +105,33 @@ pub(crate) fn check() -> Result<(), String> {
     let root = Path::new(SOURCES);
     let mut files = Vec::new();
     collect(root, root, &mut files)?;
-    let problems = problems(&files)?;
+    let architecture = std::fs::read_to_string(ARCHITECTURE)
+        .map_err(|e| format!("cannot read {ARCHITECTURE}: {e}"))?;
+    let mut problems = problems(&files)?;
+    problems.extend(calls_up(
+        &files,
+        &architecture,
+        &CALLS_UP,
+        &FUNCTION_POINTERS,
+    ));
     if problems.is_empty() {
+        let calls: Vec<String> = CALLS_UP
+            .iter()
+            .map(|call| {
+                let from = layer_of(call.module).map_or("?", |at| LAYERS[at].0);
+                format!("{} ({from} -> {})", call.name, call.implemented_in)
+            })
+            .collect();
+        println!(
+            "layers: every import points down or sideways, no circle; {} calls up, each \
+             through a trait listed in CALLS_UP: {}",
+            calls.len(),
+            calls.join(", ")
+        );
         return Ok(());
     }
     Err(format!(
-        "imports against the layers of ARCHITECTURE.md (xtask/src/layers.rs):\n{}",
+        "against the layers of ARCHITECTURE.md (xtask/src/layers.rs):\n{}",
         problems.join("\n")
     ))
 }
@@ -122,6 +202,210 @@ fn problems(files: &[(String, String)]) -> Result<Vec<String>, String> {
         ));
     }
     Ok(problems)
+}
+
+/// What is wrong with the calls up of these files: an `impl` of a trait in a layer above the
+/// trait's own that `calls` does not list, or that `architecture` does not name; a listed one
+/// that is no longer there; and a function pointer type below the façade that `pointers` does
+/// not list.
+fn calls_up(
+    files: &[(String, String)],
+    architecture: &str,
+    calls: &[CallUp],
+    pointers: &[FunctionPointer],
+) -> Vec<String> {
+    let units: Vec<(&str, String, usize, String)> = files
+        .iter()
+        .filter_map(|(path, text)| {
+            let unit = unit_of_file(path)?;
+            let layer = layer_of(&unit)?;
+            Some((path.as_str(), unit, layer, code(text)))
+        })
+        .collect();
+    let mut traits: HashMap<String, (String, usize)> = HashMap::new();
+    for (_, unit, layer, code) in &units {
+        for (_, name) in words_after(code, "trait") {
+            traits.insert(name, (unit.clone(), *layer));
+        }
+    }
+    let mut problems = Vec::new();
+    let mut found: BTreeSet<(String, String)> = BTreeSet::new();
+    for (path, _, layer, code) in &units {
+        for (line, name) in implemented_traits(code) {
+            let Some((module, declared)) = traits.get(&name) else {
+                continue;
+            };
+            if layer <= declared {
+                continue;
+            }
+            let listed = calls
+                .iter()
+                .find(|call| call.name == name && call.module == module);
+            match listed {
+                Some(call) if call.implemented_in == LAYERS[*layer].0 => {
+                    found.insert((module.clone(), name.clone()));
+                }
+                _ => problems.push(format!(
+                    "{path}:{line}: `{module}::{name}` is implemented in the {} layer, above its \
+                     own ({}): a call up; list it in CALLS_UP with its reason, and name it in \
+                     ARCHITECTURE.md",
+                    LAYERS[*layer].0, LAYERS[*declared].0
+                )),
+            }
+        }
+    }
+    for call in calls {
+        if !found.contains(&(call.module.to_owned(), call.name.to_owned())) {
+            problems.push(format!(
+                "CALLS_UP lists `{}::{}`, implemented in the {} layer, which nothing implements \
+                 there: remove it",
+                call.module, call.name, call.implemented_in
+            ));
+        }
+        if !architecture.contains(&format!("`{}`", call.name)) {
+            problems.push(format!(
+                "ARCHITECTURE.md does not name `{}`, a call up into the {} layer ({})",
+                call.name, call.implemented_in, call.why
+            ));
+        }
+    }
+    let top = LAYERS.len() - 1;
+    for (path, unit, layer, code) in &units {
+        if *layer == top {
+            continue;
+        }
+        for (line, name) in function_pointers(code) {
+            let listed = pointers
+                .iter()
+                .any(|(module, field, _)| module == unit && *field == name);
+            if !listed {
+                problems.push(format!(
+                    "{path}:{line}: a function pointer type (`{name}`) below the façade: a call \
+                     up through it would be seen by no check; call up through a trait listed in \
+                     CALLS_UP, or list it in FUNCTION_POINTERS with what fills it and what calls \
+                     it"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Each word that follows `keyword` as a word of its own, with its line: `trait Kind` gives
+/// `Kind`.
+fn words_after(code: &str, keyword: &str) -> Vec<(usize, String)> {
+    let mut words = Vec::new();
+    for (at, _) in code.match_indices(keyword) {
+        let before = code[..at].chars().next_back();
+        let after = &code[at + keyword.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            || !after.starts_with(char::is_whitespace)
+        {
+            continue;
+        }
+        let name: String = after
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            words.push((line_at(code, at), name));
+        }
+    }
+    words
+}
+
+/// The trait of each `impl … Trait for …`, with its line: the last segment of its path,
+/// generic arguments left out (`impl<K: Kind> Grant for K` gives `Grant`).
+fn implemented_traits(code: &str) -> Vec<(usize, String)> {
+    let mut traits = Vec::new();
+    for (at, _) in code.match_indices("impl") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let mut rest = &code[at + "impl".len()..];
+        if rest.starts_with('<') {
+            rest = after_angles(rest);
+        } else if !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let rest = rest.trim_start();
+        let path: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        let mut tail = &rest[path.len()..];
+        if tail.starts_with('<') {
+            tail = after_angles(tail);
+        }
+        let is_trait_impl = tail
+            .trim_start()
+            .strip_prefix("for")
+            .is_some_and(|t| t.starts_with(char::is_whitespace));
+        if let (true, Some(name)) = (is_trait_impl, path.rsplit("::").next()) {
+            if !name.is_empty() {
+                traits.push((line_at(code, at), name.to_owned()));
+            }
+        }
+    }
+    traits
+}
+
+/// The text after the `<…>` it starts with, nested brackets included.
+fn after_angles(text: &str) -> &str {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return &text[at + 1..];
+                }
+            }
+            _ => {}
+        }
+    }
+    ""
+}
+
+/// Each function pointer type (`fn(`, not `fn name(`), with its line and the name it is the
+/// type of: the field or binding before its `:`, or the alias before its `=`; empty when it
+/// has none (a pointer inside another type).
+fn function_pointers(code: &str) -> Vec<(usize, String)> {
+    let mut pointers = Vec::new();
+    for (at, _) in code.match_indices("fn(") {
+        let before = code[..at].trim_end();
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let name = match before.chars().next_back() {
+            Some(':') => last_word(&before[..before.len() - 1]),
+            Some('=') => last_word(&before[..before.len() - 1]),
+            _ => String::new(),
+        };
+        pointers.push((line_at(code, at), name));
+    }
+    pointers
+}
+
+/// The word `text` ends with, spaces after it left out.
+fn last_word(text: &str) -> String {
+    let text = text.trim_end();
+    let start = text
+        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map_or(0, |at| at + 1);
+    text[start..].to_owned()
+}
+
+/// The line (from 1) of the byte `at`.
+fn line_at(code: &str, at: usize) -> usize {
+    code[..at].matches('\n').count() + 1
 }
 
 /// The unit a file is part of: `None` for `lib.rs`, the crate root, which may use everything.
@@ -447,6 +731,90 @@ mod tests {
             longer[0].starts_with("an import circle of 3 modules"),
             "{longer:?}"
         );
+    }
+
+    const HOLDERS: [CallUp; 1] = [CallUp {
+        module: "core::waits",
+        name: "Holders",
+        implemented_in: "façade",
+        why: "the façade reads every kind",
+    }];
+
+    fn calls_up_of(files: &[(&str, &str)], architecture: &str, calls: &[CallUp]) -> Vec<String> {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(p, t)| ((*p).to_owned(), (*t).to_owned()))
+            .collect();
+        calls_up(
+            &files,
+            architecture,
+            calls,
+            &[("core::stored", "judge", "kinds fill it")],
+        )
+    }
+
+    #[test]
+    fn a_trait_implemented_above_its_layer_is_a_call_up_that_must_be_listed_and_named() {
+        let trait_below = (
+            "core/waits/holders.rs",
+            "pub(crate) trait Holders: Send + Sync {\n    fn held(&self);\n}\n",
+        );
+        let installed = (
+            "inspect.rs",
+            "use crate::core::waits::Holders;\nstruct Inspection;\n\
+             impl Holders for Inspection {\n    fn held(&self) {}\n}\n",
+        );
+        let named = "The core calls up through `Holders`.";
+        assert_eq!(
+            calls_up_of(&[trait_below, installed], named, &[]),
+            vec![
+                "inspect.rs:3: `core::waits::Holders` is implemented in the façade layer, above \
+                 its own (core): a call up; list it in CALLS_UP with its reason, and name it in \
+                 ARCHITECTURE.md"
+            ]
+        );
+        assert!(calls_up_of(&[trait_below, installed], named, &HOLDERS).is_empty());
+        assert_eq!(
+            calls_up_of(&[trait_below, installed], "", &HOLDERS),
+            vec![
+                "ARCHITECTURE.md does not name `Holders`, a call up into the façade layer (the \
+                 façade reads every kind)"
+            ]
+        );
+        assert_eq!(
+            calls_up_of(&[trait_below], named, &HOLDERS),
+            vec![
+                "CALLS_UP lists `core::waits::Holders`, implemented in the façade layer, which \
+                 nothing implements there: remove it"
+            ]
+        );
+        // Implemented in its own layer or below, generics and all: no call up.
+        let beside = (
+            "core/grant.rs",
+            "impl<K: Kind + Send> crate::core::waits::Holders for Local<K> {}\n",
+        );
+        assert!(calls_up_of(&[trait_below, beside], "", &[]).is_empty());
+    }
+
+    #[test]
+    fn a_function_pointer_below_the_façade_must_be_listed() {
+        let shared =
+            "pub(crate) type CheckWait =\n    fn(Arc<Shared>, Wait) -> Pin<Box<dyn Future>>;\n\
+                      pub(crate) struct Shared {\n    pub(crate) check: CheckWait,\n}\n\
+                      fn not_a_pointer(x: impl Fn(u8)) {}\n";
+        assert_eq!(
+            calls_up_of(&[("core/shared.rs", shared)], "", &[]),
+            vec![
+                "core/shared.rs:2: a function pointer type (`CheckWait`) below the façade: a call \
+                 up through it would be seen by no check; call up through a trait listed in \
+                 CALLS_UP, or list it in FUNCTION_POINTERS with what fills it and what calls it"
+            ]
+        );
+        let stored = "pub(crate) struct Stored {\n    pub(crate) judge: fn(&[u8]) -> bool,\n}\n";
+        assert!(calls_up_of(&[("core/stored.rs", stored)], "", &[]).is_empty());
+        let above = "struct Hook {\n    run: fn(),\n}\n";
+        assert!(calls_up_of(&[("client.rs", above)], "", &[]).is_empty());
+        assert_eq!(calls_up_of(&[("kinds/mutex.rs", above)], "", &[]).len(), 1);
     }
 
     #[test]
