@@ -16,6 +16,15 @@
 //! named in `ARCHITECTURE.md`. Through a bare function pointer it is not: no text says where
 //! its value comes from, so every `fn(…)` type below the façade is listed in
 //! [`FUNCTION_POINTERS`] with what fills it and what calls it, and any other fails.
+//!
+//! Lua is read too. A script is made of `.lua` files prepended to its own at build time
+//! (`Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")])`), and a file calls what the
+//! files before it define: `core/force.lua` calling `is_released` of `kinds/value/value.lua`
+//! would be a core module using a kinds one. A `.lua` file is a unit of its own
+//! (`kinds/value/value.lua` is `kinds::value`, `core/force.lua` is `core::force`); each name
+//! it uses that an earlier file of the same script defines at its top level is a path from
+//! it to that file, and the module that declares a script uses each file of it. Both are
+//! held to the layers and circles as imports are.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -146,7 +155,7 @@ fn problems(files: &[(String, String)]) -> Result<Vec<String>, String> {
     let reexports = reexports(lib);
     let mut problems = Vec::new();
     let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for (path, text) in files {
+    for (path, text) in files.iter().filter(|(path, _)| path.ends_with(".rs")) {
         let Some(unit) = unit_of_file(path) else {
             continue;
         };
@@ -185,6 +194,27 @@ fn problems(files: &[(String, String)]) -> Result<Vec<String>, String> {
             }
         }
     }
+    for lua in lua_uses(files, &mut problems) {
+        let (Some(from), Some(to)) = (layer_of(&lua.from), layer_of(&lua.to)) else {
+            problems.push(format!(
+                "{}: `{}` or `{}` is in no layer: add it to LAYERS",
+                lua.at, lua.from, lua.to
+            ));
+            continue;
+        };
+        if to > from {
+            problems.push(format!(
+                "{}: {} Lua `{}` uses {} Lua `{}` ({})",
+                lua.at, LAYERS[from].0, lua.from, LAYERS[to].0, lua.to, lua.what
+            ));
+        } else if to == from && lua.to != lua.from {
+            edges
+                .entry(lua.from)
+                .or_default()
+                .entry(lua.to)
+                .or_insert(lua.at);
+        }
+    }
     for circle in circles(&edges) {
         let ties: Vec<String> = circle
             .iter()
@@ -216,6 +246,7 @@ fn calls_up(
 ) -> Vec<String> {
     let units: Vec<(&str, String, usize, String)> = files
         .iter()
+        .filter(|(path, _)| path.ends_with(".rs"))
         .filter_map(|(path, text)| {
             let unit = unit_of_file(path)?;
             let layer = layer_of(&unit)?;
@@ -408,10 +439,260 @@ fn line_at(code: &str, at: usize) -> usize {
     code[..at].matches('\n').count() + 1
 }
 
+/// One path from a unit to another that Lua makes: a `.lua` file using a name an earlier
+/// file of its script defines, or a module declaring a script made with a file.
+struct LuaUse {
+    from: String,
+    to: String,
+    /// Where: `file:line`.
+    at: String,
+    /// What is used: the name, or the file prepended.
+    what: String,
+}
+
+/// The paths Lua makes between units: for every script of the library (each `Lua::new(&[…])`),
+/// from the module that declares it to each of its files, and from each file to each earlier
+/// one whose top-level name it uses. A part that names no file it can tell (two `const`s of
+/// the name, each of a file) is reported in `problems`.
+fn lua_uses(files: &[(String, String)], problems: &mut Vec<String>) -> Vec<LuaUse> {
+    let texts: HashMap<&str, &str> = files
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    // Each `const NAME: &str = include_str!("…")`, by name: the files it may be.
+    let mut consts: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    for (path, text) in files.iter().filter(|(path, _)| path.ends_with(".rs")) {
+        let code = code(text);
+        for (_, name) in words_after(&code, "const") {
+            let Some(at) = code.find(&format!("const {name}: &str = include_str!(")) else {
+                continue;
+            };
+            if let Some(file) = included(path, &code[at..]) {
+                consts.entry(name).or_default().push((path.clone(), file));
+            }
+        }
+    }
+    let mut uses = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (path, text) in files.iter().filter(|(path, _)| path.ends_with(".rs")) {
+        let Some(declaring) = unit_of_file(path) else {
+            continue;
+        };
+        let code = code(text);
+        for (at, _) in code.match_indices("Lua::new(&[") {
+            let list = &code[at + "Lua::new(&[".len()..];
+            let list = &list[..list.find("])").unwrap_or(list.len())];
+            let mut parts = Vec::new();
+            for part in split_top(list) {
+                let part = part.trim();
+                let file = if part.starts_with("include_str!(") {
+                    included(path, part)
+                } else {
+                    let name = part.rsplit("::").next().unwrap_or(part);
+                    let candidates = consts.get(name).map_or(&[][..], Vec::as_slice);
+                    let own = candidates.iter().find(|(of, _)| of == path);
+                    match (own, candidates) {
+                        (Some((_, file)), _) | (None, [(_, file)]) => Some(file.clone()),
+                        (None, []) => None,
+                        (None, _) => {
+                            problems.push(format!(
+                                "{path}:{}: `{part}` may be any of several Lua files: name the \
+                                 `const` apart",
+                                line_at(&code, at)
+                            ));
+                            None
+                        }
+                    }
+                };
+                // A part that is no file (Lua written in the Rust file) is the module's own.
+                let Some(file) = file else { continue };
+                let Some(text) = texts.get(file.as_str()) else {
+                    problems.push(format!(
+                        "{path}:{}: `{file}` is no Lua file of the library",
+                        line_at(&code, at)
+                    ));
+                    continue;
+                };
+                parts.push((file, *text));
+            }
+            for (at, (file, text)) in parts.iter().enumerate() {
+                let Some(unit) = unit_of_file(file) else {
+                    continue;
+                };
+                if seen.insert((declaring.clone(), unit.clone(), file.clone())) {
+                    uses.push(LuaUse {
+                        from: declaring.clone(),
+                        to: unit.clone(),
+                        at: format!("{path}:{}", line_at(&code, at)),
+                        what: format!("{file} prepended"),
+                    });
+                }
+                let own = lua_definitions(text);
+                for (line, name) in lua_names(text) {
+                    if own.contains(&name) {
+                        continue;
+                    }
+                    let Some((earlier, _)) = parts[..at]
+                        .iter()
+                        .rev()
+                        .find(|(_, text)| lua_definitions(text).contains(&name))
+                    else {
+                        continue;
+                    };
+                    let Some(to) = unit_of_file(earlier) else {
+                        continue;
+                    };
+                    if seen.insert((unit.clone(), to.clone(), name.clone())) {
+                        uses.push(LuaUse {
+                            from: unit.clone(),
+                            to,
+                            at: format!("{file}:{line}"),
+                            what: format!("`{name}` of {earlier}"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    uses
+}
+
+/// The file an `include_str!("…")` at the start of `text` reads, from `src/`, for the Rust file
+/// at `path`.
+fn included(path: &str, text: &str) -> Option<String> {
+    let start = text.find('"')? + 1;
+    let relative = &text[start..start + text[start..].find('"')?];
+    let mut segments: Vec<&str> = path.split('/').collect();
+    segments.pop();
+    for segment in relative.split('/') {
+        match segment {
+            ".." => {
+                segments.pop();
+            }
+            "." => {}
+            segment => segments.push(segment),
+        }
+    }
+    Some(segments.join("/"))
+}
+
+/// `text` split at its commas outside brackets.
+fn split_top(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts.retain(|part| !part.trim().is_empty());
+    parts
+}
+
+/// The names a Lua file defines at its top level (a line that starts with `local` or
+/// `function`): `local function f(`, `function f(`, `local a, b = …`, `local a`.
+fn lua_definitions(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in lua_code(text).lines() {
+        let rest = if let Some(rest) = line.strip_prefix("local function ") {
+            rest
+        } else if let Some(rest) = line.strip_prefix("function ") {
+            rest
+        } else if let Some(rest) = line.strip_prefix("local ") {
+            let declared = rest.split('=').next().unwrap_or(rest);
+            for name in declared.split(',') {
+                names.insert(name.trim().to_owned());
+            }
+            continue;
+        } else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        names.insert(name);
+    }
+    names.remove("");
+    names
+}
+
+/// Each name a Lua file uses, with the line of its first use: a word outside comments and
+/// strings that is no keyword and no field (`redis.call`'s `call`).
+fn lua_names(text: &str) -> Vec<(usize, String)> {
+    const KEYWORDS: [&str; 22] = [
+        "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
+        "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
+    ];
+    let code = lua_code(text);
+    let mut names: Vec<(usize, String)> = Vec::new();
+    let mut word = String::new();
+    let mut line = 1;
+    let mut previous = ' ';
+    let mut before_word = ' ';
+    for c in code.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' {
+            if word.is_empty() {
+                before_word = previous;
+            }
+            word.push(c);
+        } else if !word.is_empty() {
+            let is_name = !word.starts_with(|c: char| c.is_ascii_digit())
+                && !matches!(before_word, '.' | ':')
+                && !KEYWORDS.contains(&word.as_str());
+            if is_name && !names.iter().any(|(_, seen)| *seen == word) {
+                names.push((line, word.clone()));
+            }
+            word.clear();
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        previous = c;
+    }
+    names
+}
+
+/// A Lua text without its comments and the insides of its strings, line breaks kept.
+fn lua_code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut quote: Option<char> = None;
+        let mut escaped = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match quote {
+                Some(_) if escaped => escaped = false,
+                Some(_) if c == '\\' => escaped = true,
+                Some(q) if c == q => {
+                    quote = None;
+                    out.push(c);
+                }
+                Some(_) => {}
+                None if c == '\'' || c == '"' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                None if c == '-' && chars.peek() == Some(&'-') => break,
+                None => out.push(c),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The unit a file is part of: `None` for `lib.rs`, the crate root, which may use everything.
 fn unit_of_file(path: &str) -> Option<String> {
     let segments: Vec<&str> = path
         .trim_end_matches(".rs")
+        .trim_end_matches(".lua")
         .split('/')
         .filter(|s| *s != "mod")
         .collect();
@@ -502,7 +783,7 @@ fn circles(edges: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<BTreeSet<S
     search.found
 }
 
-/// Every `.rs` file under `dir`, with its path relative to `root`.
+/// Every `.rs` and `.lua` file under `dir`, with its path relative to `root`.
 fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, String)>) -> Result<(), String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {dir:?}: {e}"))?;
     for entry in entries {
@@ -511,7 +792,7 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, String)>) -> Result
             .path();
         if path.is_dir() {
             collect(root, &path, files)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "lua") {
             let text =
                 std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
             let relative = path.strip_prefix(root).unwrap_or(&path);
@@ -815,6 +1096,67 @@ mod tests {
         let above = "struct Hook {\n    run: fn(),\n}\n";
         assert!(calls_up_of(&[("client.rs", above)], "", &[]).is_empty());
         assert_eq!(calls_up_of(&[("kinds/mutex.rs", above)], "", &[]).len(), 1);
+    }
+
+    #[test]
+    fn a_lua_file_using_what_a_higher_layers_file_defines_points_up() {
+        let core_mod = "pub(crate) const FORCE_PARTS: &str = include_str!(\"force.lua\");\n";
+        let force = "-- Shared: prepended to each.\nlocal function of_type(key)\n  return 1\nend\n\
+                     local function take(key)\n  if is_released(redis.call('GET', key)) then\n\
+                     return 0\n  end\nend\n";
+        let value = "-- is_released: 'x' -- not a use\nlocal function is_released(value)\n\
+                     return string.sub(value, 1, 1) == '~'\nend\n";
+        let mutex = "use crate::core::FORCE_PARTS;\n\
+                     pub(crate) const VALUE: &str = include_str!(\"mutex/value.lua\");\n\
+                     static FORCE: Lua = Lua::new(&[\n    VALUE,\n    crate::core::FORCE_PARTS,\n    \
+                     include_str!(\"mutex/force.lua\"),\n]);\n";
+        let mutex_force = "if of_type(KEYS[1]) then\n  take(KEYS[1])\nend\n";
+        let files = [
+            ("core/mod.rs", core_mod),
+            ("core/force.lua", force),
+            ("kinds/mutex.rs", mutex),
+            ("kinds/mutex/value.lua", value),
+            ("kinds/mutex/force.lua", mutex_force),
+        ];
+        assert_eq!(
+            problems_of(&files),
+            vec![
+                "core/force.lua:6: core Lua `core::force` uses kinds Lua `kinds::mutex` \
+                 (`is_released` of kinds/mutex/value.lua)"
+            ]
+        );
+        // The value's forced release beside the value, after core/force.lua: every use down.
+        let take = "local function take(key)\n  if is_released(key) then return 0 end\nend\n";
+        let force = "local function of_type(key)\n  return 1\nend\n";
+        let mutex = "use crate::core::FORCE_PARTS;\n\
+                     pub(crate) const VALUE: &str = include_str!(\"mutex/value.lua\");\n\
+                     static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, \
+                     include_str!(\"mutex/take.lua\"), include_str!(\"mutex/force.lua\")]);\n";
+        assert!(problems_of(&[
+            ("core/mod.rs", core_mod),
+            ("core/force.lua", force),
+            ("kinds/mutex.rs", mutex),
+            ("kinds/mutex/value.lua", value),
+            ("kinds/mutex/take.lua", take),
+            ("kinds/mutex/force.lua", mutex_force),
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn a_core_script_made_with_a_kinds_file_points_up() {
+        let keeper =
+            "static RENEW: Lua = Lua::new(&[include_str!(\"../kinds/mutex/value.lua\")]);\n";
+        assert_eq!(
+            problems_of(&[
+                ("core/keeper.rs", keeper),
+                ("kinds/mutex/value.lua", "local x = 1\n"),
+            ]),
+            vec![
+                "core/keeper.rs:1: core Lua `core::keeper` uses kinds Lua `kinds::mutex` \
+                 (kinds/mutex/value.lua prepended)"
+            ]
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //!   else), then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
-//!   layer (`ARCHITECTURE.md`), and a higher layer's code is called from below only through a
-//!   trait listed with its reason;
+//!   layer (`ARCHITECTURE.md`), no Lua file calls one of a higher layer, and a higher layer's
+//!   code is called from below only through a trait listed with its reason;
 //! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
 //!   result file it names, that file measured today's code (or the figure says it is of an
 //!   earlier path), and every figure names one; `figures --write` first writes the generated
@@ -69,8 +69,9 @@ const USAGE: &str =
           REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
-  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md),
-          and that a higher layer's code is called from below only through a listed trait
+  layers  check that no module or Lua file of fencelock uses one of a higher layer
+          (ARCHITECTURE.md), and that a higher layer's code is called from below only through
+          a listed trait
   figures check that every figure the docs quote is the value of the result file it names,
           that the file measured today's code (or the figure says it is of an earlier path),
           and that no figure goes without a marker (how to write one: xtask/src/figures.rs);
