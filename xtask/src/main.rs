@@ -13,7 +13,8 @@
 //!   else), then the lottery: five worker processes race to draw at noon;
 //! - `package`: set-up, then the last step of `test` alone: the published crates packaged;
 //! - `layers`: the first step of `test` alone: no module of fencelock uses a module of a higher
-//!   layer (`ARCHITECTURE.md`);
+//!   layer (`ARCHITECTURE.md`), no Lua file calls one of a higher layer, and a higher layer's
+//!   code is called from below only through a trait listed with its reason;
 //! - `deny`: the licences and duplicate versions of every crate of the build against
 //!   `deny.toml`, offline (a step of `test`, after the lints, which download what it reads);
 //! - `figures`: the second step of `test` alone: every figure the docs quote is the value of the
@@ -73,7 +74,9 @@ const USAGE: &str =
           REDIS_URL if set, else a private redis-server)
   package setup, then fencelock without default features, and `cargo package` of fencelock-testkit,
           fencelock and fencelock-cli, fencelock's docs and doctests built from its .crate
-  layers  check that no module of fencelock uses one of a higher layer (ARCHITECTURE.md)
+  layers  check that no module or Lua file of fencelock uses one of a higher layer
+          (ARCHITECTURE.md), and that a higher layer's code is called from below only through
+          a listed trait
   deny    check the licence of every crate of the build and its duplicate versions against
           deny.toml, offline (from the crates a build downloaded)
   figures check that every figure the docs quote is the value of the result file it names,

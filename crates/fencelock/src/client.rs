@@ -1,20 +1,10 @@
 //! The entry point: a connection to Redis shared by every lock made from it.
 
-use std::collections::BTreeSet;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use crate::core::holds::{Holds, Registered};
-use crate::core::keeper::Keeper;
-use crate::core::nodes::Nodes;
-use crate::core::notify::{Notifier, Source, Timing};
-use crate::core::observe;
+use crate::core::holds::Registered;
 use crate::core::shared::Shared;
-use crate::core::waits::{find_cycles, read_records, Wait};
-use crate::cycle::WaitCycle;
 use crate::error::{Error, Result};
 use crate::keys::{Layout, LockKeys};
 use crate::kinds::election::Election;
@@ -27,8 +17,6 @@ use crate::kinds::rwlock::RwLock;
 use crate::kinds::semaphore::Semaphore;
 use crate::options::{ClientOptions, LockOptions};
 use crate::token::random_id;
-use crate::transport::conn::Conn;
-use crate::transport::server::Server;
 
 /// A connection to Redis and the background work every lock made from it shares.
 ///
@@ -64,42 +52,6 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client over a connection made for some deployment, with its notification source and
-    /// the server read at connect; starts the renewal and notification tasks.
-    pub(crate) fn assemble(
-        conn: Conn,
-        source: Source,
-        server: Option<Server>,
-        options: ClientOptions,
-    ) -> Result<Client> {
-        Client::assemble_nodes(Nodes::single(conn), vec![source], server, options)
-    }
-
-    /// A client whose leases live on `nodes`, notified through every source.
-    pub(crate) fn assemble_nodes(
-        nodes: Nodes,
-        sources: Vec<Source>,
-        server: Option<Server>,
-        options: ClientOptions,
-    ) -> Result<Client> {
-        observe::describe();
-        let nodes = Arc::new(nodes);
-        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch, options.drift);
-        let notifier = Notifier::spawn_all(sources, Timing::of(&options));
-        Ok(Client {
-            shared: Arc::new(Shared {
-                nodes,
-                id: random_id()?,
-                options,
-                keeper,
-                notifier,
-                holds: Holds::default(),
-                server,
-                check_wait,
-            }),
-        })
-    }
-
     /// A distributed mutex named `name`, with the client's default lease and no wait limit.
     ///
     /// Making the handle talks to nobody; it is cheap to create and to clone. Any process that
@@ -639,7 +591,9 @@ impl fmt::Debug for Client {
 
 #[cfg(all(test, not(feature = "tls")))]
 mod tests {
-    use crate::{Client, ClientOptions, Error};
+    use crate::client::Client;
+    use crate::error::Error;
+    use crate::options::ClientOptions;
 
     #[tokio::test]
     async fn without_the_feature_tls_is_refused_by_name() {
@@ -667,35 +621,4 @@ mod tests {
             "{refused:?}"
         );
     }
-}
-
-/// The deadlock check of one waiter (`Shared::check_wait`):
-/// records `wait`, reads every record and the holds of what they wait for, and answers the
-/// cycle through `wait` when its wait began last of the cycle's.
-pub(crate) fn check_wait(
-    shared: Arc<Shared>,
-    wait: Wait,
-) -> Pin<Box<dyn Future<Output = Result<Option<WaitCycle>>> + Send>> {
-    Box::pin(async move {
-        let client = Client { shared };
-        let conn = client.shared.nodes.only("the deadlock check")?;
-        wait.record(conn, &client.shared.options.prefix).await?;
-        let (mut records, _) = read_records(conn, &client.shared.options.prefix, &|_| {}).await?;
-        records.retain(|r| r.task != wait.task);
-        records.push(wait.clone());
-        let names: BTreeSet<String> = records
-            .iter()
-            .flat_map(|r| r.waits_for.iter().map(|(_, name)| name.clone()))
-            .collect();
-        let mut infos = Vec::new();
-        for name in names {
-            infos.extend(client.locks_named(name.as_bytes()).await?);
-        }
-        let found = find_cycles(&records, &infos, SystemTime::now());
-        Ok(found.into_iter().find(|cycle| {
-            cycle
-                .youngest()
-                .is_some_and(|youngest| youngest.waiter == wait.task)
-        }))
-    })
 }

@@ -1,15 +1,21 @@
 //! What operators need: which locks are held, of every kind, by whom, for how long, with how
-//! many waiting; and a forced release of everything held under a name.
+//! many waiting; who waits for whom ([`Client::wait_graph`], read by `core/waits/`); and a
+//! forced release of everything held under a name.
 //!
 //! Each primitive keeps its state under its own key suffix of the name (see each type's
 //! documentation). Holds that carry their own expiry (read-write holds, semaphore grants, fair
 //! waiters' places) are judged by the Redis server's clock, read once per listing, so a hold
 //! whose lease ended is never shown as held even before a script purged it.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use redis::Value;
 
 use crate::client::Client;
 use crate::core::stored::{LockInfo, Raw, Shape, Stored};
+use crate::core::waits::{graph, Holders, WaitGraph};
 use crate::error::{Error, Result};
 use crate::keys::{unescape_name, LockKeys};
 use crate::kinds::STORED;
@@ -132,22 +138,7 @@ impl Client {
     /// ```
     pub async fn locks_named(&self, name: impl AsRef<[u8]>) -> Result<Vec<LockInfo>> {
         let conn = self.shared.nodes.only("lock inspection")?;
-        let keys = self.keys(name.as_ref())?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME");
-        for stored in STORED {
-            pipe.exists(keys.key(stored.key));
-        }
-        let replies: Vec<Value> = pipe.query_async(&mut conn.clone()).await?;
-        let mut replies = replies.into_iter();
-        let now_ms = time_ms(decode(replies.next())?);
-        let mut locks = Vec::new();
-        for (stored, exists) in STORED.into_iter().zip(replies) {
-            if decode::<bool>(Some(exists))? {
-                locks.extend(read_skipping_strangers(conn, &keys, stored, now_ms).await?);
-            }
-        }
-        Ok(locks)
+        read_named(conn, &self.keys(name.as_ref())?).await
     }
 
     /// The mutex `name` if it is held now: holder, fence, remaining lease, waiting clients.
@@ -246,6 +237,165 @@ impl Client {
     fn keys(&self, name: &[u8]) -> Result<LockKeys> {
         LockKeys::new(&self.shared.options.prefix, name)
     }
+}
+
+impl Client {
+    /// The wait-for graph of the locks whose names match `pattern` (a Redis glob, as for
+    /// [`Client::locks`]): each lock's holders and waiters, which waiting task waits for which,
+    /// and every deadlock (a cycle of tasks each waiting for a lock the next one holds, any
+    /// number of them, any kinds).
+    ///
+    /// Holders are read as [`Client::locks`] reads them, every kind included; waiters are the
+    /// waits recorded by locks with
+    /// [`LockOptions::deadlock_check`](crate::LockOptions::deadlock_check), from their first
+    /// check on (other waiters are counted in each lock's [`LockInfo`](crate::LockInfo)). A task of one client
+    /// waiting for a lock another task of the same client holds is no cycle. Both walks use
+    /// `SCAN` in pages; at most [`MAX_RECORDED_WAITS`](crate::MAX_RECORDED_WAITS) waits are read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached; [`Error::Unsupported`](crate::Error::Unsupported) on a RedLock
+    /// client.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let guard = client.mutex("ledger")?.lock().await?;
+    /// let graph = client.wait_graph("*").await?;
+    /// assert_eq!(graph.locks[0].name, "ledger");
+    /// assert!(graph.cycles.is_empty());
+    /// # guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait_graph(&self, pattern: &str) -> Result<WaitGraph> {
+        self.wait_graph_with_progress(pattern, &|_| {}).await
+    }
+
+    /// [`Client::wait_graph`], telling `progress` how far the walk of the key space has come
+    /// after each `SCAN` call: for a progress line while a big key space is read (the CLI's
+    /// `status --graph` shows one on a terminal).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::wait_graph`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), fencelock::Error> {
+    /// # let server = fencelock_testkit::RedisServer::start();
+    /// # let client = fencelock::Client::connect(server.url().as_str()).await?;
+    /// let guard = client.mutex("ledger")?.lock().await?;
+    /// let last = std::sync::Mutex::new(fencelock::ScanProgress::default());
+    /// let graph = client
+    ///     .wait_graph_with_progress("*", &|seen| *last.lock().unwrap() = seen)
+    ///     .await?;
+    /// assert_eq!(graph.locks.len(), 1);
+    /// // A walk of the wait records, then one of the locks: one `SCAN` call each here.
+    /// assert_eq!(last.lock().unwrap().scans, 2);
+    /// # guard.unlock().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait_graph_with_progress(
+        &self,
+        pattern: &str,
+        progress: &(dyn Fn(ScanProgress) + Sync),
+    ) -> Result<WaitGraph> {
+        let seen = Seen::default();
+        let page = |keys: usize| progress(seen.page(keys));
+        let conn = self.shared.nodes.only("the wait-for graph")?;
+        let listing = self.locks_scanning(pattern, &page);
+        let (prefix, holders) = (&self.shared.options.prefix, self.shared.holders);
+        graph::read(conn, prefix, holders, listing, &page).await
+    }
+}
+
+/// How far a walk of the key space has come: see [`Client::wait_graph_with_progress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScanProgress {
+    /// `SCAN` calls answered so far.
+    pub scans: u64,
+    /// Keys those calls returned that matched what is read (a key may be counted twice, as
+    /// `SCAN` may return it twice).
+    pub keys: u64,
+}
+
+/// The running count behind [`ScanProgress`].
+#[derive(Default)]
+struct Seen {
+    scans: AtomicU64,
+    keys: AtomicU64,
+}
+
+impl Seen {
+    /// Counts one `SCAN` call that returned `keys` keys, and says how far the walk is.
+    fn page(&self, keys: usize) -> ScanProgress {
+        let keys = u64::try_from(keys).unwrap_or(u64::MAX);
+        ScanProgress {
+            scans: self.scans.fetch_add(1, Ordering::Relaxed) + 1,
+            keys: self
+                .keys
+                .fetch_add(keys, Ordering::Relaxed)
+                .saturating_add(keys),
+        }
+    }
+}
+
+/// The reading of every kind's holds that every client is made with, for the core's waits
+/// (`core/waits/holders.rs`): [`Client::locks_named`] of each name.
+pub(crate) struct Inspection;
+
+impl Holders for Inspection {
+    fn held<'a>(
+        &'a self,
+        conn: &'a Conn,
+        prefix: &'a str,
+        names: Vec<String>,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<LockInfo>>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut locks = Vec::new();
+            for name in names {
+                locks.extend(read_named(conn, &LockKeys::new(prefix, name.as_bytes())?).await?);
+            }
+            Ok(locks)
+        })
+    }
+}
+
+/// The locks of every kind held now under one name, in kind order: which kinds' keys exist,
+/// and the server's clock, in one round trip, then each kind that has its key.
+async fn read_named(conn: &Conn, keys: &LockKeys) -> Result<Vec<LockInfo>> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("TIME");
+    for stored in STORED {
+        pipe.exists(keys.key(stored.key));
+    }
+    let replies: Vec<Value> = pipe.query_async(&mut conn.clone()).await?;
+    let mut replies = replies.into_iter();
+    let now_ms = time_ms(decode(replies.next())?);
+    let mut locks = Vec::new();
+    for (stored, exists) in STORED.into_iter().zip(replies) {
+        if decode::<bool>(Some(exists))? {
+            locks.extend(read_skipping_strangers(conn, keys, stored, now_ms).await?);
+        }
+    }
+    Ok(locks)
 }
 
 /// [`read`], for a walk of the key space: a key of our name and suffix that holds another type
@@ -479,7 +629,7 @@ mod tests {
         );
         let oversized = [
             &b"fencelock:{"[..],
-            &[b'x'; crate::MAX_NAME_LEN + 1],
+            &[b'x'; crate::keys::MAX_NAME_LEN + 1],
             b"}:mutex",
         ]
         .concat();

@@ -73,7 +73,7 @@ impl LockKeys {
 
     /// The channel `<prefix>{<name>}:<wake>:<client tag>` of the name's wake channel `wake`
     /// that only the client `client_id` listens to: where a release tells that client's waiter
-    /// that it granted it the lock (`kinds/mutex/value.lua`, `channel_of`).
+    /// that it granted it the lock (`kinds/value/value.lua`, `channel_of`).
     pub(crate) fn client_channel(&self, wake: &str, client_id: &str) -> Vec<u8> {
         let mut channel = self.key(wake);
         channel.push(b':');

@@ -28,7 +28,6 @@ mod race;
 mod testing;
 mod token;
 mod transport;
-mod waits;
 
 pub use crate::core::guard::Guard;
 pub use crate::core::handle::Handle;
@@ -37,12 +36,12 @@ pub use crate::core::stored::LockInfo;
 pub use crate::core::waits::{
     GraphHolder, GraphWaiter, LockWaits, Verdict, WaitGraph, MAX_RECORDED_WAITS,
 };
-pub use crate::waits::ScanProgress;
 pub use check::DeploymentWarning;
 pub use client::Client;
 pub use connect::{Deployment, IntoDeployment};
 pub use cycle::{CycleStep, LockKind, TaskId, UnknownKind, WaitCycle};
 pub use error::{Error, Optional, Result};
+pub use inspect::ScanProgress;
 pub use keys::{Layout, MAX_NAME_LEN};
 pub use kinds::election::{Election, Leader, LeaderWatch, Leadership};
 pub use kinds::fair::{FairMutex, FairMutexGuard};

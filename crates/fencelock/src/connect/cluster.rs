@@ -58,7 +58,10 @@ async fn connect_to(never: Infallible, _: ClientOptions) -> Result<Client> {
 
 #[cfg(all(test, not(feature = "cluster")))]
 mod tests {
-    use crate::{Client, ClientOptions, Deployment, Error};
+    use crate::client::Client;
+    use crate::connect::Deployment;
+    use crate::error::Error;
+    use crate::options::ClientOptions;
 
     #[tokio::test]
     async fn without_the_feature_a_cluster_is_refused_by_name() {

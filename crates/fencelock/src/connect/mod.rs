@@ -8,12 +8,24 @@ pub(crate) mod redlock;
 mod sentinel;
 mod server;
 
+use std::sync::Arc;
+
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::client::Client;
+use crate::core::holds::Holds;
+use crate::core::keeper::Keeper;
+use crate::core::nodes;
+use crate::core::notify::{Notifier, Source, Timing};
+use crate::core::observe;
+use crate::core::shared::Shared;
 use crate::error::Result;
+use crate::inspect::Inspection;
 use crate::options::ClientOptions;
+use crate::token::random_id;
+use crate::transport::conn::Conn;
 use crate::transport::sentinel::SentinelOptions;
+use crate::transport::server::Server;
 use crate::transport::{connection_info, Role};
 
 /// Where a client's locks live: one Redis server, a Sentinel deployment, a Redis Cluster, or
@@ -242,6 +254,42 @@ impl IntoDeployment for redis::Client {
 }
 
 impl Client {
+    /// A client over a connection made for some deployment, with its notification source and
+    /// the server read at connect; starts the renewal and notification tasks.
+    pub(crate) fn assemble(
+        conn: Conn,
+        source: Source,
+        server: Option<Server>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        Client::assemble_nodes(nodes::Nodes::single(conn), vec![source], server, options)
+    }
+
+    /// A client whose leases live on `nodes`, notified through every source.
+    pub(crate) fn assemble_nodes(
+        nodes: nodes::Nodes,
+        sources: Vec<Source>,
+        server: Option<Server>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        observe::describe();
+        let nodes = Arc::new(nodes);
+        let keeper = Keeper::spawn(Arc::clone(&nodes), options.renew_batch, options.drift);
+        let notifier = Notifier::spawn_all(sources, Timing::of(&options));
+        Ok(Client {
+            shared: Arc::new(Shared {
+                nodes,
+                id: random_id()?,
+                options,
+                keeper,
+                notifier,
+                holds: Holds::default(),
+                server,
+                holders: &Inspection,
+            }),
+        })
+    }
+
     /// Connects to `deployment` with default options: a URL of one server, or a
     /// [`Deployment`] of another kind.
     ///

@@ -78,7 +78,9 @@ fn resolve_timeout(options: &ClientOptions) -> Duration {
 
 #[cfg(all(test, not(feature = "sentinel")))]
 mod tests {
-    use crate::{Client, Deployment, Error};
+    use crate::client::Client;
+    use crate::connect::Deployment;
+    use crate::error::Error;
 
     #[tokio::test]
     async fn without_the_feature_sentinel_is_refused_by_name() {

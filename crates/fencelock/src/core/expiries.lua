@@ -1,7 +1,7 @@
 -- Shared by the scripts of the locks whose key holds several holders, each
 -- with its own expiry (read-write lock, semaphore): prepended to them at build
 -- time. Expiries only ever move later here, so that no holder's guard counts on
--- more time than Redis keeps (see kinds/mutex/extend.lua).
+-- more time than Redis keeps (see kinds/value/extend.lua).
 
 -- Makes the key live at least `ms` more; never shortens it: other holders may
 -- have longer leases. Usually one command, where the server has PEXPIRE's GT

@@ -3,8 +3,8 @@
 -- build time. Each replies what it found before removing it:
 -- {server ms, value or false, pttl, fields (flat), waiters with a live place}.
 -- A key of another type than its kind uses is none of ours and is left alone.
--- The fence key is never touched, and a mutex leaves its fence behind, so
--- fences keep rising.
+-- The fence key is never touched, and a mutex leaves its fence behind
+-- (kinds/value/take.lua), so fences keep rising.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -32,20 +32,4 @@ local function take_fields(key, is_hold)
     end
   end
   return flat, removed
-end
-
--- A value held as a mutex's (value.lua) leaves its fence behind, as a release
--- does; a released one is not held and stays as it is. Returns the value and
--- its pttl found, or false and -2.
-local function take_value(key, memory_ms)
-  if not of_type(key, 'string') then
-    return false, -2
-  end
-  local value = redis.call('GET', key)
-  if is_released(value) then
-    return false, -2
-  end
-  local pttl = redis.call('PTTL', key)
-  leave_released(key, fence_text(value), memory_ms)
-  return value, pttl
 end

@@ -7,7 +7,7 @@ use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -18,13 +18,12 @@ use crate::core::lease::{valid_until, LeaseState};
 use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter, Wake};
 use crate::core::observe::{Acquiring, Hold};
-use crate::core::shared::Shared;
-use crate::core::waits::{wait_began, Wait};
-use crate::cycle::{LockKind, Task, WaitCycle};
+use crate::core::waits::Checker;
+use crate::cycle::Task;
 use crate::error::{Error, Result};
 use crate::options::{self, ClientOptions, ReplicaAck};
 use crate::race::{self, Branch};
-use crate::token::{client_tag, jitter_fraction, Fence, OwnerToken};
+use crate::token::{jitter_fraction, Fence, OwnerToken};
 use crate::transport::conn::ReplicationMark;
 use crate::transport::script::Invocation;
 
@@ -140,7 +139,13 @@ async fn wait_for_grant<K: Kind>(
     let mut woken_by: Option<&Waiter> = None;
     let lock = grant.lock();
     let checker = lock.wait_check.map(|(every, refuses)| {
-        Checker::new(shared, K::LOCK_KIND, grant.names_taken(), every, refuses)
+        Checker::new(
+            shared.waits(),
+            K::LOCK_KIND,
+            grant.names_taken(),
+            every,
+            refuses,
+        )
     });
     let mut next_check = checker.as_ref().map(|c| started + c.every());
     let checked = AtomicBool::new(false);
@@ -551,96 +556,6 @@ impl<'a, K: Kind> Attempt<'a, K> {
             fences,
             lease,
         ))
-    }
-}
-
-/// A waiter's part in the deadlock check: its wait, the checks it ran, and the deletion of its
-/// record when the wait ends, however it ends.
-pub(crate) struct Checker {
-    shared: Arc<Shared>,
-    task: Task,
-    kind: LockKind,
-    names: Vec<String>,
-    since: SystemTime,
-    every: Duration,
-    /// Whether the waiter gives up when its wait closes a cycle, or only records it.
-    refuses: bool,
-    recorded: AtomicBool,
-}
-
-impl Checker {
-    pub(crate) fn new(
-        shared: &Arc<Shared>,
-        kind: LockKind,
-        names: Vec<String>,
-        every: Duration,
-        refuses: bool,
-    ) -> Checker {
-        Checker {
-            shared: Arc::clone(shared),
-            task: Task::current(),
-            kind,
-            names,
-            since: wait_began(SystemTime::now()),
-            every,
-            refuses,
-            recorded: AtomicBool::new(false),
-        }
-    }
-
-    /// How long between checks.
-    pub(crate) fn every(&self) -> Duration {
-        self.every
-    }
-
-    /// Records the wait and, for a waiter that gives up for a deadlock, checks it: the cycle to
-    /// give up for, if this waiter is the one. A waiter that only records writes its record and
-    /// reads nothing.
-    pub(crate) async fn check(&self) -> Result<Option<WaitCycle>> {
-        let shared = &self.shared;
-        let wait = Wait {
-            task: self.task.of_client(client_tag(&shared.id)),
-            label: shared.options.holder_label.clone(),
-            since: self.since,
-            waits_for: self.names.iter().map(|n| (self.kind, n.clone())).collect(),
-            holds: shared
-                .holds
-                .taken_by(self.task)
-                .into_iter()
-                .chain(shared.options.inherited_holds.iter().cloned())
-                .collect(),
-            ttl: self.every.saturating_mul(3) + Duration::from_secs(2),
-        };
-        self.recorded.store(true, Ordering::Relaxed);
-        if !self.refuses {
-            let conn = shared.nodes.only("the wait-for graph")?;
-            wait.record(conn, &shared.options.prefix).await?;
-            return Ok(None);
-        }
-        (shared.check_wait)(Arc::clone(shared), wait).await
-    }
-}
-
-impl Drop for Checker {
-    fn drop(&mut self) {
-        if !self.recorded.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let Ok(conn) = self.shared.nodes.only("the deadlock check") else {
-            return;
-        };
-        let mut conn = conn.clone();
-        let key = Wait::key_of(
-            &self.shared.options.prefix,
-            &self.task.of_client(client_tag(&self.shared.id)),
-        );
-        // Best effort: a record left behind ends with its expiry.
-        runtime.spawn(async move {
-            let _: redis::RedisResult<()> = redis::cmd("DEL").arg(key).query_async(&mut conn).await;
-        });
     }
 }
 

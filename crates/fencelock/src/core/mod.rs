@@ -4,7 +4,7 @@
 //! a kind describes itself through [`kind::Kind`].
 //!
 //! Within the core, modules depend on each other in one direction only, lowest first:
-//! `observe`, `stored`, `waits`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `shared`, `kind`, `held`,
+//! `observe`, `stored`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `waits`, `shared`, `kind`, `held`,
 //! `grant`, `guard`, `handle` (`cargo xtask layers` refuses a circle).
 
 pub(crate) mod grant;

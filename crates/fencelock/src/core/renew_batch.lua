@@ -5,7 +5,7 @@
 --   'v'  the key's string value starts with member (Mutex, FairMutex; their
 --        tokens end with ':', so no token is the start of another), and is not
 --        an offer to it that it has not claimed ('+?' after the fence:
---        kinds/mutex/value.lua)
+--        kinds/value/value.lua)
 --   'x'  the key's string value is member, exactly (another library's layout,
 --        whose tokens carry no end mark)
 --   'h'  the hash has field member (one owner per key)

@@ -1,24 +1,15 @@
 //! What every lock of one client shares: its nodes, its options and its background work. The
 //! kinds hold it; the client makes it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::core::holds::Holds;
 use crate::core::keeper::Keeper;
 use crate::core::nodes::Nodes;
 use crate::core::notify::Notifier;
-use crate::core::waits::Wait;
-use crate::cycle::WaitCycle;
-use crate::error::Result;
+use crate::core::waits::{ClientWaits, Holders};
 use crate::options::ClientOptions;
 use crate::transport::server::Server;
-
-/// The deadlock check the façade runs for a waiter: it records the wait, reads every record
-/// and answers the cycle the waiter must give up for, if any.
-pub(crate) type CheckWait =
-    fn(Arc<Shared>, Wait) -> Pin<Box<dyn Future<Output = Result<Option<WaitCycle>>> + Send>>;
 
 /// What every lock of one client shares.
 pub(crate) struct Shared {
@@ -33,6 +24,20 @@ pub(crate) struct Shared {
     /// The server read at connect: on a cluster its oldest master; `None` when it did not say
     /// (or, on a RedLock client, when no master answered at connect).
     pub(crate) server: Option<Server>,
-    /// A waiter's deadlock check: the façade's, which reads every kind's storage.
-    pub(crate) check_wait: CheckWait,
+    /// The reading of every kind's holds, which the façade installs: the one call the core
+    /// makes up (`core/waits/holders.rs`).
+    pub(crate) holders: &'static dyn Holders,
+}
+
+impl Shared {
+    /// The client, as the waits feature uses it.
+    pub(crate) fn waits(&self) -> ClientWaits<'_> {
+        ClientWaits {
+            nodes: &self.nodes,
+            options: &self.options,
+            id: &self.id,
+            holds: &self.holds,
+            holders: self.holders,
+        }
+    }
 }

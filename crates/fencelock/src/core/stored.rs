@@ -142,31 +142,6 @@ impl Stored {
     }
 }
 
-/// A holder of a string value laid out as a mutex's (`<token><fence>[+][:<label>]`): its
-/// fence, label and remaining lease.
-pub(crate) fn single_holder(name: &[u8], kind: LockKind, value: &[u8], pttl: i64) -> LockInfo {
-    let mut info = LockInfo::new(name, kind);
-    let mut parts = value.splitn(3, |&b| b == b':').skip(1);
-    info.fence = parts
-        .next()
-        // Marked that someone waits (`+`), and offered to a waiter that has not claimed it
-        // (`+?`): `kinds/mutex/value.lua`.
-        .map(|fence| {
-            fence
-                .strip_suffix(b"+?")
-                .or_else(|| fence.strip_suffix(b"+"))
-                .unwrap_or(fence)
-        })
-        .and_then(parse_number)
-        .map(Fence::new);
-    if let Some(label) = parts.next() {
-        info.add_holder(String::from_utf8_lossy(label).into_owned());
-    }
-    info.holds = 1;
-    info.remaining = remaining_pttl(pttl);
-    info
-}
-
 /// A decimal number of ASCII digits only.
 pub(crate) fn parse_number<T: std::str::FromStr>(bytes: &[u8]) -> Option<T> {
     if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
@@ -183,28 +158,4 @@ pub(crate) fn remaining_pttl(pttl: i64) -> Option<Duration> {
 /// The time from `now_ms` to `expiry_ms`, both server ms.
 pub(crate) fn remaining_until(expiry_ms: i64, now_ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(expiry_ms.saturating_sub(now_ms)).unwrap_or(0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mutex_values_are_read_into_holder_and_fence() {
-        let info = single_holder(b"n", LockKind::Mutex, b"tok:1795:host-1:99", 1500);
-        assert_eq!(info.fence, Some(Fence::new(1795)));
-        assert_eq!(info.holder.as_deref(), Some("host-1:99"));
-        assert_eq!(info.holders, ["host-1:99"]);
-        assert_eq!(info.remaining, Some(Duration::from_millis(1500)));
-        let waited = single_holder(b"n", LockKind::Mutex, b"tok:1796+:host-1", 1500);
-        assert_eq!(waited.fence, Some(Fence::new(1796)));
-        assert_eq!(waited.holder.as_deref(), Some("host-1"));
-        let offered = single_holder(b"n", LockKind::Mutex, b"tok:1797+?:host-2", 150);
-        assert_eq!(offered.fence, Some(Fence::new(1797)));
-        assert_eq!(offered.holder.as_deref(), Some("host-2"));
-        let bare = single_holder(b"n", LockKind::Mutex, b"tok:17", -1);
-        assert_eq!((bare.holder, bare.remaining), (None, None));
-        let junk = single_holder(b"n", LockKind::Mutex, b"garbage", 10);
-        assert_eq!(junk.fence, None);
-    }
 }

@@ -29,7 +29,7 @@ use crate::core::stored::{remaining_pttl, LockInfo, LockKind, Raw, Shape, Stored
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::kinds::mutex::{self, MutexGrant};
+use crate::kinds::{mutex, value};
 use crate::options::{Lease, LockOptions};
 use crate::race::{self, Either};
 use crate::token::{jitter_fraction, Fence, OwnerToken};
@@ -567,7 +567,7 @@ impl Kind for Candidate {
     /// The leader key's value starts with the owner token, as a mutex's does.
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let e = &self.election;
-        MutexGrant::extend_value(&e.lock, &e.leader_key, token, lease_ms)
+        value::extend(&e.lock, &e.leader_key, token, lease_ms)
     }
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {

@@ -14,7 +14,7 @@ use crate::core::stored::{LockKind, Shape, Stored};
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::kinds::mutex::{held_value, place_member, MutexGrant, VALUE};
+use crate::kinds::value::{self, held_value, place_member, TAKE, VALUE};
 use crate::options::LockOptions;
 use crate::token::OwnerToken;
 use crate::transport::script::Lua;
@@ -32,6 +32,7 @@ static FORCE: Lua = Lua::new(&[
     VALUE,
     LINE_PARTS,
     FORCE_PARTS,
+    TAKE,
     include_str!("fair/force.lua"),
 ]);
 
@@ -225,7 +226,7 @@ impl Kind for FairGrant {
 
     /// The lock's value is laid out as a mutex's, so the mutex's extension serves.
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        MutexGrant::extend_value(&self.lock, &self.lock_key, token, lease_ms)
+        value::extend(&self.lock, &self.lock_key, token, lease_ms)
     }
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {

@@ -13,6 +13,7 @@ pub(crate) mod mutex;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
+pub(crate) mod value;
 
 use crate::core::stored::Stored;
 

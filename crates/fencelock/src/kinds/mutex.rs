@@ -1,7 +1,7 @@
 //! The distributed mutex: one holder at a time per name. Its storage, one key per name:
 //!
-//! - `<prefix>{<name>}:mutex`: held, the holder's token and fence (`value.lua` gives the
-//!   forms); released, the name's last fence;
+//! - `<prefix>{<name>}:mutex`: held, the holder's token and fence (`value/value.lua` gives
+//!   the forms); released, the name's last fence;
 //! - `<prefix>{<name>}:mutex-waiters`: the waiters' places (each a token, the lease it asks for
 //!   and its label) -> when the place ends;
 //! - a release that offers the lock to a waiter says so on that waiter's client's own channel,
@@ -21,23 +21,25 @@ use crate::core::keeper::{RenewKind, Renewal};
 use crate::core::kind::{Kind, Lock};
 use crate::core::notify::Target;
 use crate::core::shared::Shared;
-use crate::core::stored::{single_holder, LockInfo, LockKind, Raw, Shape, Stored};
+use crate::core::stored::{LockKind, Shape, Stored};
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
+use crate::kinds::value::{self, held_value, place_member, TAKE, VALUE};
 use crate::options::LockOptions;
 use crate::token::OwnerToken;
 use crate::transport::script::Lua;
 
-/// The forms of a mutex key's value, shared by every script that reads or writes one: a
-/// Mutex's, a MultiMutex's and a FairMutex's.
-pub(crate) const VALUE: &str = include_str!("mutex/value.lua");
-
 pub(super) static ACQUIRE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/acquire.lua")]);
 pub(super) static RELEASE: Lua = Lua::new(&[FENCE, VALUE, include_str!("mutex/release.lua")]);
-pub(super) static EXTEND: Lua = Lua::new(&[VALUE, include_str!("mutex/extend.lua")]);
 static RAISE: Lua = Lua::new(&[VALUE, include_str!("mutex/raise.lua")]);
-static FORCE: Lua = Lua::new(&[FENCE, VALUE, FORCE_PARTS, include_str!("mutex/force.lua")]);
+static FORCE: Lua = Lua::new(&[
+    FENCE,
+    VALUE,
+    FORCE_PARTS,
+    TAKE,
+    include_str!("mutex/force.lua"),
+]);
 
 /// Where a mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`).
 pub(crate) const LOCK_KEY: &str = "mutex";
@@ -57,28 +59,6 @@ pub(crate) static STORED: Stored = Stored {
     force: &FORCE,
     force_keys: &[LOCK_KEY, PLACES],
 };
-
-/// A waiter's place (`mutex/value.lua`): `<token><lease ms>[:<label>]`.
-pub(crate) fn place_member(token: &OwnerToken, lease_ms: u64, label: &str) -> String {
-    let mut member = format!("{}{lease_ms}", token.as_str());
-    if !label.is_empty() {
-        member.push(':');
-        member.push_str(label);
-    }
-    member
-}
-
-/// A value held as a mutex's, with its waiters with a live place; `None` once released (the
-/// name's last fence left behind is no hold).
-pub(crate) fn held_value(name: &[u8], kind: LockKind, raw: &Raw) -> Option<LockInfo> {
-    let value = raw.value.as_deref()?;
-    if value.starts_with(b"~") {
-        return None;
-    }
-    let mut info = single_holder(name, kind, value, raw.pttl);
-    info.queued = Some(raw.queued);
-    Some(info)
-}
 
 /// A distributed mutex: at most one holder at a time for a name, across every process that uses
 /// the same Redis. A [`Handle`]: its methods are written there.
@@ -128,7 +108,7 @@ pub type MutexGuard = Guard<MutexGrant>;
 pub struct MutexGrant {
     lock: Lock,
     /// Held: the holder's token and fence; released: the name's last fence, as
-    /// `mutex/value.lua` describes.
+    /// `value/value.lua` describes.
     lock_key: Vec<u8>,
     /// The waiters' places: token, lease and label -> when the place ends.
     places_key: Vec<u8>,
@@ -164,22 +144,9 @@ impl Mutex {
 
 impl MutexGrant {
     /// A waiter's place among the waiters: its token, the lease it asks for and its label
-    /// (`mutex/value.lua`), so that a release can grant it the lock.
+    /// (`value/value.lua`), so that a release can grant it the lock.
     fn place_of(&self, token: &OwnerToken) -> String {
         place_member(token, self.lock.lease_ms, self.lock.label())
-    }
-
-    /// The extension of a lease held in a mutex key's value (`mutex/value.lua`): a Mutex's,
-    /// a FairMutex's or a MultiMutex's name.
-    pub(crate) fn extend_value(
-        lock: &Lock,
-        lock_key: &[u8],
-        token: &OwnerToken,
-        lease_ms: u64,
-    ) -> Invocation {
-        let mut invocation = EXTEND.invocation(lock.shared.nodes.first());
-        invocation.key(lock_key).arg(token.as_str()).arg(lease_ms);
-        invocation
     }
 }
 
@@ -236,7 +203,7 @@ impl Kind for MutexGrant {
     }
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        MutexGrant::extend_value(&self.lock, &self.lock_key, token, lease_ms)
+        value::extend(&self.lock, &self.lock_key, token, lease_ms)
     }
 
     fn raise_fence(&self, token: &OwnerToken, fence: u64) -> Option<Invocation> {

@@ -15,7 +15,6 @@ use crate::core::stored::{parse_number, remaining_pttl, LockInfo, LockKind, Shap
 use crate::core::{FENCE, FORCE_PARTS};
 use crate::error::Result;
 use crate::keys::LockKeys;
-use crate::kinds::mutex::VALUE;
 use crate::options::{Lease, LockOptions};
 use crate::token::Fence;
 use crate::token::OwnerToken;
@@ -24,7 +23,7 @@ use crate::transport::script::Lua;
 static ACQUIRE: Lua = Lua::new(&[FENCE, include_str!("reentrant/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[include_str!("reentrant/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("reentrant/extend.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("reentrant/force.lua")]);
+static FORCE: Lua = Lua::new(&[FORCE_PARTS, include_str!("reentrant/force.lua")]);
 
 /// Where a reentrant mutex keeps its state under a name (`<prefix>{<name>}:<suffix>`): one
 /// hash of its owner, hold count, fence, label and holds' tokens.

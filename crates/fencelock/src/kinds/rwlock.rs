@@ -17,7 +17,6 @@ use crate::core::stored::{parse_number, remaining_until, LockInfo, LockKind, Sha
 use crate::core::{EXPIRIES, FENCE, FORCE_PARTS};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::kinds::mutex::VALUE;
 use crate::kinds::reentrant::Holder;
 use crate::options::{Lease, LockOptions};
 use crate::token::{random_id, Fence, OwnerToken};
@@ -29,7 +28,7 @@ const STATE: &str = include_str!("rwlock/state.lua");
 static ACQUIRE: Lua = Lua::new(&[FENCE, EXPIRIES, STATE, include_str!("rwlock/acquire.lua")]);
 static RELEASE: Lua = Lua::new(&[EXPIRIES, STATE, include_str!("rwlock/release.lua")]);
 static EXTEND: Lua = Lua::new(&[EXPIRIES, STATE, include_str!("rwlock/extend.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("rwlock/force.lua")]);
+static FORCE: Lua = Lua::new(&[FORCE_PARTS, include_str!("rwlock/force.lua")]);
 
 /// Where a read-write lock keeps its state under a name (`<prefix>{<name>}:<suffix>`): one
 /// hash of every hold with its own expiry, waiting writers' markers and the two fences.

@@ -16,7 +16,6 @@ use crate::core::stored::{parse_number, remaining_until, LockInfo, LockKind, Sha
 use crate::core::{EXPIRIES, FENCE, FORCE_PARTS};
 use crate::error::{Error, Result};
 use crate::keys::LockKeys;
-use crate::kinds::mutex::VALUE;
 use crate::options::{Lease, LockOptions};
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::Lua;
@@ -34,7 +33,7 @@ static RELEASE: Lua = Lua::new(&[EXPIRIES, GRANTS, include_str!("semaphore/relea
 static EXTEND: Lua = Lua::new(&[EXPIRIES, GRANTS, include_str!("semaphore/extend.lua")]);
 static SET_TOTAL: Lua = Lua::new(&[EXPIRIES, GRANTS, include_str!("semaphore/set.lua")]);
 static STATE: Lua = Lua::new(&[EXPIRIES, GRANTS, include_str!("semaphore/state.lua")]);
-static FORCE: Lua = Lua::new(&[VALUE, FORCE_PARTS, include_str!("semaphore/force.lua")]);
+static FORCE: Lua = Lua::new(&[FORCE_PARTS, include_str!("semaphore/force.lua")]);
 
 /// Where a semaphore keeps its state under a name (`<prefix>{<name>}:<suffix>`): one hash of
 /// its total, every grant with its own expiry, and grants' labels.

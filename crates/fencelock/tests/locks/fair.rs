@@ -52,7 +52,7 @@ fn server_ms(server: &RedisServer) -> u64 {
 
 /// Puts a waiter that never attempts at the back of the line, with its place ending in
 /// `place` and asking for a lease of `lease`: its place member is its token and lease, as the
-/// library writes one (mutex/value.lua).
+/// library writes one (value/value.lua).
 fn enqueue_silent_waiter(
     server: &RedisServer,
     name: &str,
@@ -323,7 +323,7 @@ async fn a_first_waiter_that_leaves_a_free_lock_wakes_the_next() {
     let release = redis::Script::new(concat!(
         "local PUBLISH = 'PUBLISH'\n",
         include_str!("../../src/core/fence.lua"),
-        include_str!("../../src/kinds/mutex/value.lua"),
+        include_str!("../../src/kinds/value/value.lua"),
         include_str!("../../src/kinds/fair/line.lua"),
         include_str!("../../src/kinds/fair/release.lua")
     ));

@@ -5,7 +5,7 @@
 -- KEYS[1] lock key, KEYS[2] line (zset: place member -> arrival number),
 -- KEYS[3] places (zset: place member -> when the place ends, server ms); a
 -- member is in both sets or in neither, and is the waiter's token, lease and
--- label (mutex/value.lua)
+-- label (value/value.lua)
 -- ARGV[1] owner token (ends with ':'), ARGV[2] lease ms, ARGV[3] holder label
 -- ('' for none), ARGV[4] how long a place lasts without an attempt, ms ('0':
 -- take no place, as try_lock), ARGV[5] wake channel, ARGV[6] the handoff window

@@ -1,6 +1,6 @@
--- An operator's release of a fair mutex, whoever holds it (core/force.lua):
--- the lock is then offered to the first in line whose place has not ended, as
--- a release hands it on.
+-- An operator's release of a fair mutex, whoever holds it (core/force.lua,
+-- value/take.lua): the lock is then offered to the first in line whose place
+-- has not ended, as a release hands it on.
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places; ARGV[1] wake channel,
 -- ARGV[2] fence memory ms, ARGV[3] the handoff window ms
 local value, pttl = take_value(KEYS[1], tonumber(ARGV[2]))

@@ -1,4 +1,4 @@
--- A FairMutex's line, as hand_over (mutex/value.lua) reads it: prepended to the
+-- A FairMutex's line, as hand_over (value/value.lua) reads it: prepended to the
 -- fair lock's scripts at build time. The line is two sorted sets, the line
 -- itself (member -> arrival number) and the places (member -> when the place
 -- ends, server ms); a member is in both or in neither.

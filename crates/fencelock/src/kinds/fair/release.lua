@@ -1,7 +1,7 @@
 -- Releases a fair lock if the caller holds it, leaving the name's last fence
--- behind (mutex/value.lua), or gives up the caller's place in line. When
+-- behind (value/value.lua), or gives up the caller's place in line. When
 -- someone waits, the lock is offered at once to the first in line whose place
--- has not ended (hand_over, mutex/value.lua), even if its client hears nothing
+-- has not ended (hand_over, value/value.lua), even if its client hears nothing
 -- right now: a client reconnecting its pub/sub connection keeps its turn, and
 -- one that never claims costs the window.
 -- KEYS[1] lock key, KEYS[2] line, KEYS[3] places (see acquire.lua)

@@ -23,7 +23,7 @@ impl Script {
             (Lock::Mutex, Script::Release) => "kinds/mutex/release.lua",
             (Lock::Fair, Script::Acquire) => "kinds/fair/acquire.lua",
             (Lock::Fair, Script::Release) => "kinds/fair/release.lua",
-            (_, Script::Extend) => "kinds/mutex/extend.lua",
+            (_, Script::Extend) => "kinds/value/extend.lua",
         }
     }
 }
@@ -255,7 +255,7 @@ impl<'a> Redis<'a> {
         }
     }
 
-    /// `kinds/mutex/extend.lua`, to the lease (and `core/renew_batch.lua`'s kind `v`, which
+    /// `kinds/value/extend.lua`, to the lease (and `core/renew_batch.lua`'s kind `v`, which
     /// renews the same values).
     fn extend(&mut self, token: Token) -> Answered {
         let lease = self.config.times.lease;

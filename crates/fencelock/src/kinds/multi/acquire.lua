@@ -8,7 +8,7 @@
 -- Returns {1, fence_1, ..., fence_n} when granted, {0, pttl} when any name is held
 -- by another owner, pttl being the longest remaining lease among those names
 -- (-1 when one of them has no expiry).
--- Each lock key gets the Mutex's value (mutex/value.lua), so a Mutex of one of
+-- Each lock key gets the Mutex's value (value/value.lua), so a Mutex of one of
 -- the names and this lock exclude each other, and each name's fences keep rising
 -- across both.
 local n = #KEYS

@@ -1,8 +1,8 @@
 -- Makes every name of a multi-lock last at least ARGV[2] ms from now, if the
 -- caller still holds them all; otherwise changes nothing. It never shortens a
--- name's lease (see mutex/extend.lua).
+-- name's lease (see value/extend.lua).
 -- KEYS[1..n] the names' lock keys; ARGV[1] owner token, ARGV[2] lease ms,
--- ARGV[3] 'exactly' (optional): see mutex/extend.lua
+-- ARGV[3] 'exactly' (optional): see value/extend.lua
 -- Returns 1 extended, 0 the caller holds none of them, -1 only some.
 local token = ARGV[1]
 local ours = 0

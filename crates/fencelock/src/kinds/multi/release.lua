@@ -1,5 +1,5 @@
 -- Releases every name of a multi-lock still held by the caller, leaving each
--- name's last fence behind (mutex/value.lua). A name someone waited for is
+-- name's last fence behind (value/value.lua). A name someone waited for is
 -- offered at once to its Mutex waiter whose place ends first and whose client
 -- still listens, as a Mutex release offers it; with none, one waiter in each
 -- listening process is woken (the payload empty: a multi-lock's waiters keep no

@@ -1,7 +1,7 @@
--- An operator's release of a mutex, whoever holds it (core/force.lua): the
--- lock is then offered to the waiter whose place ends first and whose client
--- still listens, as a release hands it on; with none, one waiter of each
--- listening process is woken.
+-- An operator's release of a mutex, whoever holds it (core/force.lua,
+-- value/take.lua): the lock is then offered to the waiter whose place ends
+-- first and whose client still listens, as a release hands it on; with none,
+-- one waiter of each listening process is woken.
 -- KEYS[1] lock key, KEYS[2] places; ARGV[1] wake channel, ARGV[2] fence memory
 -- ms, ARGV[3] the handoff window ms
 local memory = tonumber(ARGV[2])

@@ -166,7 +166,7 @@ async fn release_and_extend_check_the_owner() {
     let extend = |c: &mut MultiplexedConnection, token: &'static str| {
         let mut c = c.clone();
         async move {
-            EXTEND
+            value::EXTEND
                 .plain()
                 .key(LOCK)
                 .arg(token)
@@ -410,7 +410,7 @@ async fn an_offer_is_not_extended_before_its_waiter_claims_it() {
     let extend = |token: &'static str| {
         let mut c = extender.clone();
         async move {
-            EXTEND
+            value::EXTEND
                 .plain()
                 .key(LOCK)
                 .arg(token)

@@ -1,7 +1,7 @@
 -- Makes a hold's lease last at least ARGV[2] ms from now, if it has not
--- expired. It never shortens the hold (see mutex/extend.lua).
+-- expired. It never shortens the hold (see value/extend.lua).
 -- KEYS[1] lock hash; ARGV[1] the hold's field, ARGV[2] lease ms, ARGV[3]
--- 'exactly' (optional): see mutex/extend.lua (the hash itself never shortens:
+-- 'exactly' (optional): see value/extend.lua (the hash itself never shortens:
 -- other holds may need it)
 -- Returns 1 extended, 0 the hold is gone or expired.
 local key, lease = KEYS[1], tonumber(ARGV[2])

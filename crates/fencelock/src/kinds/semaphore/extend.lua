@@ -1,8 +1,8 @@
 -- Makes a grant's lease last at least ARGV[2] ms from now, if it still stands.
--- It never shortens the grant (see mutex/extend.lua).
+-- It never shortens the grant (see value/extend.lua).
 -- KEYS[1] semaphore hash; ARGV[1] grant field, ARGV[2] lease ms,
 -- ARGV[3] fence memory ms (how long the total outlives the lease), ARGV[4]
--- 'exactly' (optional): see mutex/extend.lua
+-- 'exactly' (optional): see value/extend.lua
 -- Returns 1 extended, 0 the grant is gone (released, or its lease ended).
 local now = server_ms()
 local expiry = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))

@@ -510,7 +510,7 @@ async fn renew_and_extend(
         .arg(format!("v{token}"))
         .invoke_async(c)
         .await?;
-    let extended: i64 = crate::kinds::mutex::EXTEND
+    let extended: i64 = crate::kinds::value::EXTEND
         .plain()
         .key(names.lock)
         .arg(token)

@@ -1,10 +1,5 @@
-//! A waiter's record of its wait, for the deadlock check and the wait-for graph: what it waits
-//! for, since when, and what its task holds, kept in Redis under
-//! `<prefix>waits:<client>/<task>` while a waiter waits (by default once it has waited a
-//! second, `ClientOptions::record_waits`); reading every
-//! record, and finding the deadlocks among them ([`WaitGraph`]). The façade adds the holds
-//! of each kind (`src/waits.rs`, `client.rs`); the core's waiter (`grant.rs`) runs the check
-//! through [`Shared::check_wait`].
+//! The wait-for graph: who holds each lock and who waits for it, by the records and by what
+//! Redis holds, and the deadlocks among them.
 //!
 //! A set of waiting tasks is deadlocked when every holder of everything each of them waits for
 //! is itself one of them: then none can ever go on. For a lock one task holds at a time that
@@ -12,130 +7,18 @@
 //! many holds as Redis keeps. A holder that recorded no wait (it runs, or waits without the
 //! check) takes its waiters out of the set: it may release. Each cycle inside the set is
 //! reported.
-//!
-//! A record lives a few check intervals unless its waiter refreshes it, so a crashed waiter's
-//! record goes by itself; a waiter that stops waiting deletes its own.
-//!
-//! [`Shared::check_wait`]: crate::core::shared::Shared::check_wait
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::core::stored::LockInfo;
+use crate::core::waits::holders::Holders;
+use crate::core::waits::record::{read_records, Wait};
 use crate::cycle::{CycleStep, LockKind, TaskId, WaitCycle};
 use crate::error::Result;
-use crate::options::millis;
 use crate::token::Fence;
 use crate::transport::conn::Conn;
-
-/// The suffix after the prefix of every record's key.
-pub(crate) const RECORDS: &str = "waits:";
-
-/// One waiter's wait, as recorded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Wait {
-    pub(crate) task: TaskId,
-    pub(crate) label: String,
-    /// When the wait began, by this client's clock.
-    pub(crate) since: SystemTime,
-    /// The locks it waits for: one, or a multi-lock's names.
-    pub(crate) waits_for: Vec<(LockKind, String)>,
-    /// What its task holds, one entry per hold of each lock.
-    pub(crate) holds: Vec<(LockKind, String)>,
-    /// How long the record lives unless refreshed.
-    pub(crate) ttl: Duration,
-}
-
-impl Wait {
-    /// Writes the record under `prefix` on `conn`, to live its time unless written again.
-    pub(crate) async fn record(&self, conn: &Conn, prefix: &str) -> Result<()> {
-        redis::cmd("SET")
-            .arg(Wait::key_of(prefix, &self.task))
-            .arg(self.encode())
-            .arg("PX")
-            .arg(millis(self.ttl).max(1))
-            .query_async::<()>(&mut conn.clone())
-            .await?;
-        Ok(())
-    }
-
-    /// The key of `task`'s record under `prefix`.
-    pub(crate) fn key_of(prefix: &str, task: &TaskId) -> Vec<u8> {
-        format!("{prefix}{RECORDS}{task}").into_bytes()
-    }
-
-    /// The record's value: a line per field, names and label in hex so that any bytes fit.
-    pub(crate) fn encode(&self) -> String {
-        let since = self.since.duration_since(UNIX_EPOCH).map_or(0, millis);
-        let mut out = format!("fencelock-wait 1\n{since}\n{}\n", hex(&self.label));
-        for (tag, list) in [("W", &self.waits_for), ("H", &self.holds)] {
-            for (kind, name) in list {
-                out.push_str(&format!("{tag} {kind} {}\n", hex(name)));
-            }
-        }
-        out
-    }
-
-    /// The record of `task` read back; `None` for a value fencelock did not write.
-    pub(crate) fn decode(task: TaskId, value: &str) -> Option<Wait> {
-        let mut lines = value.lines();
-        if lines.next()? != "fencelock-wait 1" {
-            return None;
-        }
-        let since = UNIX_EPOCH + Duration::from_millis(lines.next()?.parse().ok()?);
-        let label = unhex(lines.next()?)?;
-        let (mut waits_for, mut holds) = (Vec::new(), Vec::new());
-        for line in lines {
-            let mut fields = line.split(' ');
-            let (tag, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
-            let entry = (LockKind::parse(kind)?, unhex(name)?);
-            match tag {
-                "W" => waits_for.push(entry),
-                "H" => holds.push(entry),
-                _ => return None,
-            }
-        }
-        Some(Wait {
-            task,
-            label,
-            since,
-            waits_for,
-            holds,
-            ttl: Duration::ZERO,
-        })
-    }
-}
-
-/// When a wait that begins now began, as every process reads it back from its record: whole
-/// milliseconds. A waiter compares its own wait with the others' records to learn whether it
-/// is the youngest of a cycle, the one to give up; compared at a finer grain than the others
-/// read it, two waits begun in the same millisecond could each find itself the younger, and
-/// both give up.
-pub(crate) fn wait_began(now: SystemTime) -> SystemTime {
-    let since = now.duration_since(UNIX_EPOCH).map_or(0, millis);
-    UNIX_EPOCH + Duration::from_millis(since)
-}
-
-fn hex(text: &str) -> String {
-    text.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<String> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
-}
-
-/// The most waits one graph or one check reads; more are left out, and the graph says so.
-pub const MAX_RECORDED_WAITS: usize = 10_000;
-
-/// How many records one pipeline reads.
-const PAGE: usize = 100;
 
 /// Every lock with holders or recorded waiters, who holds it and who waits for it, and the
 /// deadlocks among them: what [`Client::wait_graph`](crate::Client::wait_graph) returns.
@@ -146,8 +29,8 @@ pub struct WaitGraph {
     pub locks: Vec<LockWaits>,
     /// Each deadlock found, the one whose first wait began first first.
     pub cycles: Vec<WaitCycle>,
-    /// `false` when there were more recorded waits than [`MAX_RECORDED_WAITS`]: the graph
-    /// shows part of them.
+    /// `false` when there were more recorded waits than
+    /// [`MAX_RECORDED_WAITS`](crate::MAX_RECORDED_WAITS): the graph shows part of them.
     pub complete: bool,
     /// Waiters Redis shows that recorded no wait, in all ([`LockWaits::unrecorded`]): a
     /// deadlock through them cannot be seen.
@@ -206,7 +89,7 @@ pub struct LockWaits {
     /// Its kind.
     pub kind: LockKind,
     /// What inspection reads of it ([`Client::locks`](crate::Client::locks)); `None` when Redis holds no hold of it
-    /// (an election's leader, or a lock released while its waiters were read).
+    /// (a lock released while its waiters were read).
     pub info: Option<LockInfo>,
     /// Its holders: each task whose wait record names a hold of it, then each label Redis
     /// keeps for a hold no record names.
@@ -251,88 +134,36 @@ pub struct GraphWaiter {
     pub waits_for: Vec<TaskId>,
 }
 
-/// Every wait record under `prefix`, at most [`MAX_RECORDED_WAITS`] of them, and whether that
-/// was all. `page` is told how many keys each `SCAN` call returned.
-pub(crate) async fn read_records(
+/// The graph of the locks `listing` lists (the façade's walk of every kind's storage) and of
+/// every record under `prefix`; a lock a record waits for that the listing left out (outside
+/// its pattern, or released since) is read by name through `holders`. `page` is told how many
+/// keys each `SCAN` call of the records' walk returned.
+pub(crate) async fn read(
     conn: &Conn,
     prefix: &str,
+    holders: &dyn Holders,
+    listing: impl Future<Output = Result<Vec<LockInfo>>>,
     page: &(dyn Fn(usize) + Sync),
-) -> Result<(Vec<Wait>, bool)> {
-    let mut matcher = Vec::with_capacity(prefix.len() + RECORDS.len() + 2);
-    for &b in prefix.as_bytes() {
-        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
-            matcher.push(b'\\');
-        }
-        matcher.push(b);
-    }
-    matcher.extend_from_slice(RECORDS.as_bytes());
-    matcher.push(b'*');
-    let mut keys = conn.clone().scan_keys(&matcher, page).await?;
-    keys.sort();
-    keys.dedup();
-    let complete = keys.len() <= MAX_RECORDED_WAITS;
-    keys.truncate(MAX_RECORDED_WAITS);
-    let mut records = Vec::with_capacity(keys.len());
-    for page in keys.chunks(PAGE) {
-        let values = read_values(conn, page).await?;
-        for (key, value) in page.iter().zip(values) {
-            let (Some(value), Some(task)) = (value, task_of(prefix, key)) else {
-                continue;
-            };
-            if let Some(wait) = std::str::from_utf8(&value)
-                .ok()
-                .and_then(|text| Wait::decode(task, text))
-            {
-                records.push(wait);
-            }
+) -> Result<WaitGraph> {
+    let (records, complete) = read_records(conn, prefix, page).await?;
+    let mut infos = listing.await?;
+    let listed: BTreeSet<(LockKind, String)> =
+        infos.iter().map(|i| (i.kind, i.name.clone())).collect();
+    let extra: BTreeSet<String> = records
+        .iter()
+        .flat_map(|record| &record.waits_for)
+        .filter(|wanted| !listed.contains(*wanted))
+        .map(|(_, name)| name.clone())
+        .collect();
+    for info in holders
+        .held(conn, prefix, extra.into_iter().collect())
+        .await?
+    {
+        if !listed.contains(&(info.kind, info.name.clone())) {
+            infos.push(info);
         }
     }
-    Ok((records, complete))
-}
-
-/// The values of `keys`: in one pipeline on one server; on a cluster, whose pipelines may not
-/// cross slots (and the records' keys have no hash tag in common), one `GET` each, all under
-/// way at once.
-async fn read_values(conn: &Conn, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-    if conn.is_sharded() {
-        let mut gets = tokio::task::JoinSet::new();
-        for (at, key) in keys.iter().enumerate() {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            gets.spawn(async move {
-                let value = redis::cmd("GET")
-                    .arg(key)
-                    .query_async::<Option<Vec<u8>>>(&mut conn)
-                    .await;
-                (at, value)
-            });
-        }
-        let mut values = vec![None; keys.len()];
-        while let Some(done) = gets.join_next().await {
-            let Ok((at, value)) = done else { continue };
-            if let Some(slot) = values.get_mut(at) {
-                *slot = value?;
-            }
-        }
-        return Ok(values);
-    }
-    let mut pipe = redis::pipe();
-    for key in keys {
-        pipe.get(key);
-    }
-    Ok(pipe.query_async(&mut conn.clone()).await?)
-}
-
-/// The task a record's key names: `<prefix>waits:<client>/<task>`.
-fn task_of(prefix: &str, key: &[u8]) -> Option<TaskId> {
-    let rest = std::str::from_utf8(key)
-        .ok()?
-        .strip_prefix(prefix)?
-        .strip_prefix(RECORDS)?;
-    let (client, task) = rest.split_once('/')?;
-    Some(TaskId {
-        client: client.to_owned(),
-        task: task.to_owned(),
-    })
+    Ok(graph(records, infos, complete, SystemTime::now()))
 }
 
 /// The tasks holding each lock, by the records, when they are all its holders: one record of a
@@ -368,8 +199,6 @@ fn recorded_holders(
             }
             let all_known = !tasks.is_empty()
                 && match (wanted.0, in_redis) {
-                    // Redis keeps no hold count of an election's leader.
-                    (LockKind::Election, _) => true,
                     (kind, Some(_)) if kind.is_exclusive() => true,
                     (_, Some(held)) => count == held,
                     (_, None) => false,
@@ -618,53 +447,4 @@ fn empty((kind, name): &(LockKind, String)) -> LockWaits {
 /// fence of the name when the clock stood still or stepped back, by a few microseconds).
 fn fence_time(fence: Fence) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(fence.get())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wait_begins_as_others_read_it_back() {
-        // 0.7 ms into a millisecond: read back by others as its whole millisecond.
-        let now = UNIX_EPOCH + Duration::from_micros(1_790_000_000_123_700);
-        let wait = Wait {
-            task: TaskId {
-                client: "abcdefgh".into(),
-                task: "t7".into(),
-            },
-            label: String::new(),
-            since: wait_began(now),
-            waits_for: vec![(LockKind::Mutex, "x".into())],
-            holds: Vec::new(),
-            ttl: Duration::ZERO,
-        };
-        let read = Wait::decode(wait.task.clone(), &wait.encode()).expect("a record");
-        assert_eq!(read.since, wait.since);
-    }
-
-    #[test]
-    fn records_read_back_as_written() {
-        let wait = Wait {
-            task: TaskId {
-                client: "abcdefgh".into(),
-                task: "t7".into(),
-            },
-            label: "host a/12".into(),
-            since: UNIX_EPOCH + Duration::from_millis(1_790_000_000_123),
-            waits_for: vec![(LockKind::Mutex, "x y\n".into())],
-            holds: vec![
-                (LockKind::Semaphore, "pool".into()),
-                (LockKind::RwLock, "é".into()),
-            ],
-            ttl: Duration::ZERO,
-        };
-        let back = Wait::decode(wait.task.clone(), &wait.encode());
-        assert_eq!(back, Some(wait.clone()));
-        assert_eq!(Wait::decode(wait.task.clone(), "junk"), None);
-        assert_eq!(
-            Wait::decode(wait.task.clone(), "fencelock-wait 1\n1\n4\n"),
-            None
-        );
-    }
 }
