@@ -36,19 +36,32 @@ pub enum LockKind {
 }
 
 impl LockKind {
+    /// Every kind, in the order above: what code that must cover every kind (a test, a tool
+    /// listing locks) walks, so that a kind added here is a kind it misses until it learns it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fencelock::LockKind;
+    ///
+    /// assert!(LockKind::ALL.contains(&LockKind::FairMutex));
+    /// assert_eq!(LockKind::ALL.len(), 7);
+    /// ```
+    pub const ALL: [LockKind; 7] = [
+        LockKind::Mutex,
+        LockKind::ReentrantMutex,
+        LockKind::RwLock,
+        LockKind::Semaphore,
+        LockKind::FairMutex,
+        LockKind::Election,
+        LockKind::ForeignMutex,
+    ];
+
     /// The kind its [`Display`](fmt::Display) names.
     pub(crate) fn parse(text: &str) -> Option<LockKind> {
-        [
-            LockKind::Mutex,
-            LockKind::ReentrantMutex,
-            LockKind::RwLock,
-            LockKind::Semaphore,
-            LockKind::FairMutex,
-            LockKind::Election,
-            LockKind::ForeignMutex,
-        ]
-        .into_iter()
-        .find(|kind| kind.to_string() == text)
+        LockKind::ALL
+            .into_iter()
+            .find(|kind| kind.to_string() == text)
     }
 
     /// Whether one holder at a time holds it: then a waiter waits for that one holder.
