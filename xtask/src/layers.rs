@@ -117,6 +117,7 @@ pub(crate) fn check() -> Result<(), String> {
     let architecture = std::fs::read_to_string(ARCHITECTURE)
         .map_err(|e| format!("cannot read {ARCHITECTURE}: {e}"))?;
     let mut problems = problems(&files)?;
+    problems.extend(reaches_of_kinds(&files));
     problems.extend(calls_up(
         &files,
         &architecture,
@@ -143,6 +144,55 @@ pub(crate) fn check() -> Result<(), String> {
         "against the layers of ARCHITECTURE.md (xtask/src/layers.rs):\n{}",
         problems.join("\n")
     ))
+}
+
+/// What a kind may not name of the core: the fields of what every lock of a client shares, the
+/// nodes and their connections. A kind reads its client through the methods of `Shared` and
+/// `Lock` (`core/shared.rs`, `core/kind.rs`) and sends its scripts through `Lock`, so that the
+/// core's resends, its coalescing and its choice of a script's variant hold for each kind's
+/// every request. The handoff model, a test that replays traces on bare connections, is left
+/// out.
+const KINDS_REACH_NOT: [&str; 10] = [
+    "shared.nodes",
+    "shared.options",
+    "shared.id",
+    "shared.keeper",
+    "shared.notifier",
+    "shared.holds",
+    "shared.server",
+    "shared.holders",
+    "crate::core::nodes",
+    "crate::transport::conn",
+];
+
+/// Each reach of a kind into the core beyond its narrow API, as `file:line`.
+fn reaches_of_kinds(files: &[(String, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let kinds = files.iter().filter(|(path, _)| {
+        path.starts_with("kinds/")
+            && path.ends_with(".rs")
+            && !path.starts_with("kinds/handoff_model")
+    });
+    for (path, text) in kinds {
+        // The code without its whitespace, each character with its line: a reach written over
+        // several lines (`lock\n.shared\n.nodes`) is one reach.
+        let (squeezed, lines): (String, Vec<usize>) = code(text)
+            .lines()
+            .enumerate()
+            .flat_map(|(at, line)| line.chars().map(move |c| (c, at + 1)))
+            .filter(|(c, _)| !c.is_whitespace())
+            .unzip();
+        for reach in KINDS_REACH_NOT {
+            for (at, _) in squeezed.match_indices(reach) {
+                let line = squeezed[..at].chars().count();
+                problems.push(format!(
+                    "{path}:{}: a kind reaches `{reach}`: use the methods of `Shared` or `Lock`",
+                    lines[line]
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// What is wrong with the layering of these files (path relative to `src/`, text).
@@ -952,6 +1002,40 @@ mod tests {
     }
 
     #[test]
+    #[test]
+    fn a_kind_reaching_into_the_shared_fields_or_the_nodes_is_reported() {
+        let files = [
+            (
+                "kinds/mutex.rs".to_owned(),
+                "fn f(lock: &Lock) {\n    let conn = lock\n        .shared\n        .nodes.first();\n}\n\
+                 // lock.shared.options in a comment is no reach\n"
+                    .to_owned(),
+            ),
+            (
+                "kinds/fair.rs".to_owned(),
+                "use crate::transport::conn::Conn;\n".to_owned(),
+            ),
+            (
+                "kinds/handoff_model/real.rs".to_owned(),
+                "use crate::transport::conn::Conn;\n".to_owned(),
+            ),
+            (
+                "core/kind.rs".to_owned(),
+                "fn f(&self) { self.shared.nodes.first(); }\n".to_owned(),
+            ),
+        ];
+        let problems = reaches_of_kinds(&files);
+        assert_eq!(
+            problems,
+            [
+                "kinds/mutex.rs:3: a kind reaches `shared.nodes`: use the methods of `Shared` or \
+                 `Lock`",
+                "kinds/fair.rs:1: a kind reaches `crate::transport::conn`: use the methods of \
+                 `Shared` or `Lock`",
+            ]
+        );
+    }
+
     fn an_upward_import_is_reported_with_its_file_and_line() {
         let sample = "//! The grant.\n\nuse crate::error::Result;\nuse crate::client::Shared;\n";
         assert_eq!(

@@ -467,7 +467,7 @@ async fn force(
     memory_ms: u64,
     window_ms: u64,
 ) -> Result<Option<LockInfo>> {
-    let mut invocation = stored.force.invocation(conn);
+    let mut invocation = stored.force.invocation();
     for suffix in stored.force_keys {
         invocation.key(keys.key(suffix));
     }
@@ -479,7 +479,7 @@ async fn force(
     invocation.arg(memory_ms).arg(window_ms);
     type Removed = (i64, Option<Vec<u8>>, i64, Vec<(Vec<u8>, Vec<u8>)>, u64);
     let (now_ms, value, pttl, fields, queued): Removed = invocation
-        .invoke_async(&mut conn.clone())
+        .invoke_async(conn)
         .await
         .map_err(|e| Error::from_redis(e, &keys.display_name()))?;
     let raw = Raw {

@@ -11,7 +11,9 @@ use std::time::Duration;
 use crate::transport::script::Invocation;
 
 use crate::core::keeper::Renewal;
-use crate::core::notify::Target;
+use redis::FromRedisValue;
+
+use crate::core::notify::{Target, Waiter};
 use crate::core::shared::Shared;
 use crate::cycle::LockKind;
 use crate::error::{Error, Result};
@@ -218,9 +220,50 @@ impl Lock {
         self.shared.options.handoff_window_ms()
     }
 
-    /// The connection of a kind that runs on one node only: that node's.
-    pub(crate) fn conn(&self) -> crate::transport::conn::Conn {
-        self.shared.nodes.first().clone()
+    /// Runs a kind's own script (beyond acquire, release and extend: a semaphore's total, an
+    /// election's leader) as lease requests run: through the node's line of calls, sent again
+    /// while the node cannot be reached; errors name the lock. Only for kinds that run on one
+    /// node, and only for idempotent scripts: a send whose reply was lost may have run.
+    pub(crate) async fn call<T>(&self, invocation: Invocation) -> Result<T>
+    where
+        T: FromRedisValue + Send + 'static,
+    {
+        self.shared.nodes.call(&invocation.into(), &self.name).await
+    }
+
+    /// Sends a kind's own read of several commands at once (a foreign lock's holder, its
+    /// expiry and its listeners) to its one node, beside the line: a read never needs an order
+    /// against the line's calls.
+    pub(crate) async fn read<T: FromRedisValue>(&self, pipeline: &redis::Pipeline) -> Result<T> {
+        pipeline
+            .query_async(&mut self.shared.nodes.first().clone())
+            .await
+            .map_err(|e| Error::from_redis(e, &self.name))
+    }
+
+    /// Whether keys `a` and `b` may go into one script (see [`Shared::same_shard`]).
+    pub(crate) fn same_shard(&self, a: &[u8], b: &[u8]) -> bool {
+        self.shared.same_shard(a, b)
+    }
+
+    /// The client's id, which its holders' tokens carry.
+    pub(crate) fn client_id(&self) -> &str {
+        self.shared.client_id()
+    }
+
+    /// How long a waiter or a watcher naps between reads when no message wakes it.
+    pub(crate) fn wake_fallback(&self) -> Duration {
+        self.shared.options.wake_fallback
+    }
+
+    /// Whether the client was shut down: then it neither takes nor proclaims anything more.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shared.holds.is_shut_down()
+    }
+
+    /// Waits for messages on `channel` for `target`, until the waiter is dropped.
+    pub(crate) async fn listen(&self, channel: Vec<u8>, target: Target) -> Waiter {
+        self.shared.notifier.wait_on(channel, target).await
     }
 
     /// The label holders of this client leave in what they hold.

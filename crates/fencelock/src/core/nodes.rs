@@ -76,9 +76,7 @@ impl Request {
     ) -> redis::RedisResult<T> {
         let reply = match (self.0.as_ref(), line) {
             (Sendable::Script(invocation), Some(line)) => line.call(conn, invocation).await?,
-            (Sendable::Script(invocation), None) => {
-                invocation.invoke_async(&mut conn.clone()).await?
-            }
+            (Sendable::Script(invocation), None) => invocation.invoke_async(conn).await?,
             (Sendable::Evalsha { command, script }, _) => {
                 evalsha(command, script, &mut conn.clone()).await?
             }
@@ -507,6 +505,25 @@ impl Nodes {
         T: FromRedisValue + Send + 'static,
     {
         self.ask(invocation, name, |_, _| false).await
+    }
+
+    /// The one node's answer to `request`, asked as lease requests are: through the node's line,
+    /// sent again while the node cannot be reached. For the own scripts of kinds that run on
+    /// one node; on several it is the first node's answer.
+    pub(crate) async fn call<T>(&self, request: &Request, name: &str) -> Result<T>
+    where
+        T: FromRedisValue + Send + 'static,
+    {
+        let only_first = |answers: &[Answer<T>], _| answers.first().is_some_and(Option::is_some);
+        let sent = self.ask_resending(request, name, only_first).await;
+        match sent.answers.into_iter().next() {
+            Some(Some(reply)) => reply,
+            _ => Err(Error::NoQuorum {
+                name: name.to_owned(),
+                answered: 0,
+                needed: 1,
+            }),
+        }
     }
 
     /// [`ask`](Nodes::ask), asking again with growing pauses while the answers are undecided

@@ -29,6 +29,37 @@ pub(crate) struct Shared {
     pub(crate) holders: &'static dyn Holders,
 }
 
+/// What a kind reads of its client when it makes a lock: these, and nothing else of `Shared`
+/// (`xtask layers` refuses a kind that reaches into its fields).
+impl Shared {
+    /// The client's id, which its holders' tokens and its waiters' channels carry.
+    pub(crate) fn client_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The prefix of every key and channel the client makes.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.options.prefix
+    }
+
+    /// How long a waiter's place in line lasts past its last word, in ms.
+    pub(crate) fn place_ms(&self) -> u64 {
+        self.options.place_ms()
+    }
+
+    /// Whether waiters keep places in line on these nodes (see [`Nodes::keep_waiters_in_line`]).
+    pub(crate) fn keeps_waiters_in_line(&self) -> bool {
+        self.nodes.keep_waiters_in_line()
+    }
+
+    /// Whether keys `a` and `b` may go into one script: on one shard, or on a deployment
+    /// that does not shard.
+    pub(crate) fn same_shard(&self, a: &[u8], b: &[u8]) -> bool {
+        let conn = self.nodes.first();
+        conn.shard_of(a) == conn.shard_of(b)
+    }
+}
+
 impl Shared {
     /// The client, as the waits feature uses it.
     pub(crate) fn waits(&self) -> ClientWaits<'_> {

@@ -486,12 +486,9 @@ impl fmt::Debug for Election {
 impl Inner {
     /// The leader and its remaining lease, or `None` when nobody leads.
     async fn read(&self) -> Result<Option<(Leader, Option<Duration>)>> {
-        let reply: Option<(Vec<u8>, i64)> = READ_LEADER
-            .plain()
-            .key(self.leader_key.as_slice())
-            .invoke_async(&mut self.lock.conn())
-            .await
-            .map_err(|e| Error::from_redis(e, &self.lock.name))?;
+        let mut read = READ_LEADER.invocation();
+        read.key(self.leader_key.as_slice());
+        let reply: Option<(Vec<u8>, i64)> = self.lock.call(read).await?;
         let Some((stored, pttl)) = reply else {
             return Ok(None);
         };
@@ -541,7 +538,7 @@ impl Kind for Candidate {
 
     fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let e = &self.election;
-        let mut invocation = ACQUIRE.invocation(e.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(e.leader_key.as_slice())
             .key(e.fence_key.as_slice())
@@ -555,7 +552,7 @@ impl Kind for Candidate {
 
     fn release(&self, token: &OwnerToken) -> Invocation {
         let e = &self.election;
-        let mut invocation = RELEASE.invocation(e.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(e.leader_key.as_slice())
             .arg(token.as_str())
@@ -567,7 +564,7 @@ impl Kind for Candidate {
     /// The leader key's value starts with the owner token, as a mutex's does.
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let e = &self.election;
-        value::extend(&e.lock, &e.leader_key, token, lease_ms)
+        value::extend(&e.leader_key, token, lease_ms)
     }
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {
@@ -612,21 +609,18 @@ impl Guard<Candidate> {
     /// ```
     pub async fn proclaim(&self, value: impl AsRef<str>) -> Result<()> {
         let e = &self.held.grant().election;
-        if e.lock.shared.holds.is_shut_down() {
+        if e.lock.is_shut_down() {
             // The shutdown resigned this leadership, or is about to: a proclamation would find
             // it gone, or make the resigned leader look alive to observers.
             return Err(Error::Shutdown);
         }
-        let conn = e.lock.conn();
-        let reply: i64 = PROCLAIM
-            .on(&conn)
+        let mut proclamation = PROCLAIM.invocation();
+        proclamation
             .key(e.leader_key.as_slice())
             .arg(self.held.token().as_str())
             .arg(value.as_ref())
-            .arg(e.leader_channel.as_slice())
-            .invoke_async(&mut conn.clone())
-            .await
-            .map_err(|err| Error::from_redis(err, &e.lock.name))?;
+            .arg(e.leader_channel.as_slice());
+        let reply: i64 = e.lock.call(proclamation).await?;
         if reply == 1 {
             Ok(())
         } else {
@@ -712,12 +706,7 @@ impl LeaderWatch {
     pub async fn next(&mut self) -> Result<Option<Leader>> {
         let e = Arc::clone(&self.election);
         if self.waiter.is_none() {
-            let waiter = e
-                .lock
-                .shared
-                .notifier
-                .wait_on(e.leader_channel.clone(), Target::Any)
-                .await;
+            let waiter = e.lock.listen(e.leader_channel.clone(), Target::Any).await;
             self.waiter = Some(waiter);
         }
         loop {
@@ -731,7 +720,7 @@ impl LeaderWatch {
                 Some((leader, remaining)) => (Some(leader), remaining),
                 None => (None, None),
             };
-            let nap = grant::nap(e.lock.shared.options.wake_fallback, remaining);
+            let nap = grant::nap(e.lock.wake_fallback(), remaining);
             self.wake_at = Some(Instant::now() + nap);
             if self.last.as_ref() != Some(&now) {
                 self.last = Some(now.clone());

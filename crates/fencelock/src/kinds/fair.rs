@@ -158,8 +158,8 @@ pub struct FairGrant {
 
 impl FairMutex {
     pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: &LockOptions) -> Result<Self> {
-        let place_ms = shared.options.place_ms();
-        let waiter_channel = keys.client_channel(WAKE, &shared.id);
+        let place_ms = shared.place_ms();
+        let waiter_channel = keys.client_channel(WAKE, shared.client_id());
         let lock = Lock::new::<FairGrant>(shared, keys, options)?;
         Ok(Handle::of(Arc::new(FairGrant {
             lock_key: lock.key(LOCK_KEY),
@@ -196,7 +196,7 @@ impl Kind for FairGrant {
     }
 
     fn acquire(&self, token: &OwnerToken, waits: bool, _refused_before: bool) -> Invocation {
-        let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(self.lock_key.as_slice())
             .key(self.line_key.as_slice())
@@ -211,7 +211,7 @@ impl Kind for FairGrant {
     }
 
     fn release(&self, token: &OwnerToken) -> Invocation {
-        let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(self.lock_key.as_slice())
             .key(self.line_key.as_slice())
@@ -226,7 +226,7 @@ impl Kind for FairGrant {
 
     /// The lock's value is laid out as a mutex's, so the mutex's extension serves.
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        value::extend(&self.lock, &self.lock_key, token, lease_ms)
+        value::extend(&self.lock_key, token, lease_ms)
     }
 
     fn renewals(&self, token: &OwnerToken) -> Vec<Renewal> {

@@ -31,7 +31,6 @@ use crate::error::{Error, Result};
 use crate::keys::{redisson_channel, signal_list, Layout, LockKeys};
 use crate::options::LockOptions;
 use crate::token::OwnerToken;
-use crate::transport::conn::Conn;
 use crate::transport::script::Lua;
 
 /// An operator's release of a lock in any of the layouts (`foreign/force.lua`).
@@ -193,9 +192,8 @@ impl ForeignMutex {
                 ),
             });
         }
-        let conn = lock.shared.nodes.first();
         let beside = if signal.is_empty() { &channel } else { &signal };
-        if !beside.is_empty() && conn.shard_of(&key) != conn.shard_of(beside) {
+        if !beside.is_empty() && !lock.same_shard(&key, beside) {
             return Err(Error::InvalidName {
                 reason: "on a cluster, the lock's key and its signal list or channel fall in \
                          different slots: give the name a hash tag, such as {jobs}:nightly",
@@ -264,10 +262,7 @@ impl ForeignMutex {
         if !grant.channel.is_empty() {
             pipe.cmd("PUBSUB").arg("NUMSUB").arg(&grant.channel);
         }
-        let replies: Vec<redis::Value> = pipe
-            .query_async(&mut grant.conn().clone())
-            .await
-            .map_err(|e| grant.error(e))?;
+        let replies: Vec<redis::Value> = grant.lock.read(&pipe).await?;
         let mut replies = replies.into_iter();
         let held = match grant.family {
             Family::Redisson => {
@@ -323,7 +318,7 @@ impl ForeignMutex {
     /// ```
     pub async fn force_unlock(&self) -> Result<Option<LockInfo>> {
         let grant = &self.grant;
-        let mut invocation = FORCE.invocation(grant.conn());
+        let mut invocation = FORCE.invocation();
         invocation.key(grant.key.as_slice());
         match grant.family {
             Family::PythonRedisLock => {
@@ -343,10 +338,7 @@ impl ForeignMutex {
             }
         }
         type Removed = (Option<Vec<u8>>, i64, Vec<(Vec<u8>, u64)>);
-        let (value, pttl, fields): Removed = invocation
-            .invoke_async(&mut grant.conn().clone())
-            .await
-            .map_err(|e| grant.error(e))?;
+        let (value, pttl, fields): Removed = grant.lock.call(invocation).await?;
         let held = match (value, fields.is_empty()) {
             (Some(_), _) => Some(Held::Token),
             (None, false) => Some(Held::Fields(fields)),
@@ -364,10 +356,6 @@ impl Guard<ForeignGrant> {
 }
 
 impl ForeignGrant {
-    fn conn(&self) -> &Conn {
-        self.lock.shared.nodes.first()
-    }
-
     /// The lock as inspection lists it.
     fn info(&self, held: Held, pttl: i64) -> LockInfo {
         let mut info = LockInfo::new(self.lock.keys.name(), LockKind::ForeignMutex);
@@ -382,16 +370,6 @@ impl ForeignGrant {
         }
         info.remaining = remaining_pttl(pttl);
         info
-    }
-
-    fn error(&self, e: redis::RedisError) -> Error {
-        if e.code() == Some("WRONGTYPE") {
-            Error::WrongType {
-                name: self.lock.name.clone(),
-            }
-        } else {
-            Error::from_redis(e, &self.lock.name)
-        }
     }
 }
 
@@ -438,32 +416,26 @@ impl Kind for ForeignGrant {
 
     fn acquire(&self, token: &OwnerToken, _waits: bool, _refused: bool) -> Invocation {
         match self.family {
-            Family::Token => token::acquire(self.conn(), &self.key, token, self.lock.lease_ms),
+            Family::Token => token::acquire(&self.key, token, self.lock.lease_ms),
             Family::PythonRedisLock => {
-                python_redis_lock::acquire(self.conn(), &self.key, token, self.lock.lease_ms / 1000)
+                python_redis_lock::acquire(&self.key, token, self.lock.lease_ms / 1000)
             }
-            Family::Redisson => {
-                redisson::acquire(self.conn(), &self.key, token, self.lock.lease_ms)
-            }
+            Family::Redisson => redisson::acquire(&self.key, token, self.lock.lease_ms),
         }
     }
 
     fn release(&self, token: &OwnerToken) -> Invocation {
         match self.family {
-            Family::Token => token::release(self.conn(), &self.key, token),
-            Family::PythonRedisLock => {
-                python_redis_lock::release(self.conn(), &self.key, &self.signal, token)
-            }
-            Family::Redisson => redisson::release(self.conn(), &self.key, &self.channel, token),
+            Family::Token => token::release(&self.key, token),
+            Family::PythonRedisLock => python_redis_lock::release(&self.key, &self.signal, token),
+            Family::Redisson => redisson::release(&self.key, &self.channel, token),
         }
     }
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         match self.family {
-            Family::Token | Family::PythonRedisLock => {
-                token::extend(self.conn(), &self.key, token, lease_ms)
-            }
-            Family::Redisson => redisson::extend(self.conn(), &self.key, token, lease_ms),
+            Family::Token | Family::PythonRedisLock => token::extend(&self.key, token, lease_ms),
+            Family::Redisson => redisson::extend(&self.key, token, lease_ms),
         }
     }
 
@@ -485,7 +457,7 @@ impl Kind for ForeignGrant {
     }
 
     fn new_token(&self) -> Result<OwnerToken> {
-        let client = &self.lock.shared.id;
+        let client = self.lock.client_id();
         match self.family {
             Family::Redisson => Ok(redisson::new_holder(client)),
             Family::Token | Family::PythonRedisLock => OwnerToken::of_client(client),
@@ -496,7 +468,7 @@ impl Kind for ForeignGrant {
         if self.channel.is_empty() {
             self.poll
         } else {
-            self.lock.shared.options.wake_fallback
+            self.lock.wake_fallback()
         }
     }
 

@@ -112,7 +112,7 @@ impl MultiMutex {
                 });
             }
             let name = name.as_ref();
-            let keys = LockKeys::new(&shared.options.prefix, name)?;
+            let keys = LockKeys::new(shared.prefix(), name)?;
             if !seen.insert(name.to_vec()) {
                 continue;
             }
@@ -146,9 +146,13 @@ impl MultiMutex {
 /// A script may only touch keys of one slot on Redis Cluster, and the names of one multi-lock
 /// usually hash to several.
 fn refuse_several_shards(shared: &Shared, members: &[Member]) -> Result<()> {
-    let shard = |m: &Member| shared.nodes.first().shard_of(&m.lock_key);
-    let first = members.first().and_then(shard);
-    if members.iter().any(|m| shard(m) != first) {
+    let Some(first) = members.first() else {
+        return Ok(());
+    };
+    if !members
+        .iter()
+        .all(|m| shared.same_shard(&first.lock_key, &m.lock_key))
+    {
         return Err(Error::Unsupported {
             what: "a multi-lock over names of several hash slots",
             deployment: "Redis Cluster",
@@ -196,7 +200,7 @@ impl Kind for MultiGrant {
     }
 
     fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
-        let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         for member in &self.members {
             invocation.key(member.lock_key.as_slice());
         }
@@ -208,7 +212,7 @@ impl Kind for MultiGrant {
     }
 
     fn release(&self, token: &OwnerToken) -> Invocation {
-        let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .arg(token.as_str())
             .arg(self.lock.fence_memory_ms());
@@ -225,7 +229,7 @@ impl Kind for MultiGrant {
     }
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        let mut invocation = EXTEND.invocation(self.lock.shared.nodes.first());
+        let mut invocation = EXTEND.invocation();
         for member in &self.members {
             invocation.key(member.lock_key.as_slice());
         }

@@ -124,12 +124,12 @@ pub struct MutexGrant {
 
 impl Mutex {
     pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: &LockOptions) -> Result<Self> {
-        let place_ms = if shared.nodes.keep_waiters_in_line() {
-            shared.options.place_ms()
+        let place_ms = if shared.keeps_waiters_in_line() {
+            shared.place_ms()
         } else {
             0
         };
-        let waiter_channel = keys.client_channel(WAKE, &shared.id);
+        let waiter_channel = keys.client_channel(WAKE, shared.client_id());
         let lock = Lock::new::<MutexGrant>(shared, keys, options)?;
         Ok(Handle::of(Arc::new(MutexGrant {
             lock_key: lock.key(LOCK_KEY),
@@ -176,7 +176,7 @@ impl Kind for MutexGrant {
     }
 
     fn acquire(&self, token: &OwnerToken, waits: bool, refused_before: bool) -> Invocation {
-        let mut invocation = ACQUIRE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(self.lock_key.as_slice())
             .key(self.places_key.as_slice())
@@ -190,7 +190,7 @@ impl Kind for MutexGrant {
     }
 
     fn release(&self, token: &OwnerToken) -> Invocation {
-        let mut invocation = RELEASE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(self.lock_key.as_slice())
             .key(self.places_key.as_slice())
@@ -203,11 +203,11 @@ impl Kind for MutexGrant {
     }
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
-        value::extend(&self.lock, &self.lock_key, token, lease_ms)
+        value::extend(&self.lock_key, token, lease_ms)
     }
 
     fn raise_fence(&self, token: &OwnerToken, fence: u64) -> Option<Invocation> {
-        let mut invocation = RAISE.invocation(self.lock.shared.nodes.first());
+        let mut invocation = RAISE.invocation();
         invocation
             .key(self.lock_key.as_slice())
             .arg(token.as_str())

@@ -379,7 +379,7 @@ impl Kind for ReentrantGrant {
 
     fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let m = &self.mutex;
-        let mut invocation = ACQUIRE.invocation(m.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(m.lock_key.as_slice())
             .key(m.fence_key.as_slice())
@@ -393,7 +393,7 @@ impl Kind for ReentrantGrant {
 
     fn release(&self, token: &OwnerToken) -> Invocation {
         let m = &self.mutex;
-        let mut invocation = RELEASE.invocation(m.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(m.lock_key.as_slice())
             .arg(token.as_str())
@@ -403,7 +403,7 @@ impl Kind for ReentrantGrant {
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let m = &self.mutex;
-        let mut invocation = EXTEND.invocation(m.lock.shared.nodes.first());
+        let mut invocation = EXTEND.invocation();
         invocation
             .key(m.lock_key.as_slice())
             .arg(token.as_str())

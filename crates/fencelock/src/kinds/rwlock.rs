@@ -209,7 +209,7 @@ impl RwLock {
     pub(crate) fn new(shared: Arc<Shared>, keys: LockKeys, options: &LockOptions) -> Result<Self> {
         // A marker is a waiting writer's place: it outlives the pauses between the writer's
         // attempts, and still frees the readers soon after its writer died.
-        let marker_ms = shared.options.place_ms();
+        let marker_ms = shared.place_ms();
         let lock = Lock::new::<RwGrant<Write>>(shared, keys, options)?;
         Ok(RwLock {
             inner: Arc::new(Inner {
@@ -680,7 +680,7 @@ impl<S: Side> Kind for RwGrant<S> {
         if !grant.own_each {
             return Ok(Arc::clone(grant));
         }
-        let holder = Holder::new(&grant.rwlock.lock.shared.id, &random_id()?);
+        let holder = Holder::new(grant.rwlock.lock.client_id(), &random_id()?);
         Ok(Arc::new(RwGrant {
             rwlock: Arc::clone(&grant.rwlock),
             owner: Arc::clone(holder.owner()),
@@ -719,7 +719,7 @@ impl<S: Side> Kind for RwGrant<S> {
         } else {
             0
         };
-        let mut invocation = ACQUIRE.invocation(rw.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(rw.lock_key.as_slice())
             .key(rw.fence_key.as_slice())
@@ -734,7 +734,7 @@ impl<S: Side> Kind for RwGrant<S> {
 
     fn release(&self, token: &OwnerToken) -> Invocation {
         let rw = &self.rwlock;
-        let mut invocation = RELEASE.invocation(rw.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(rw.lock_key.as_slice())
             .arg(S::CODE)
@@ -747,7 +747,7 @@ impl<S: Side> Kind for RwGrant<S> {
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let rw = &self.rwlock;
-        let mut invocation = EXTEND.invocation(rw.lock.shared.nodes.first());
+        let mut invocation = EXTEND.invocation();
         invocation
             .key(rw.lock_key.as_slice())
             .arg(self.field(token))

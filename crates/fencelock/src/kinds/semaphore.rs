@@ -447,7 +447,7 @@ impl Semaphore {
     pub async fn set_permits(&self, total: u32) -> Result<()> {
         check_count(total)?;
         let inner = &self.inner;
-        let mut invocation = SET_TOTAL.invocation(&inner.lock.conn());
+        let mut invocation = SET_TOTAL.invocation();
         invocation
             .key(inner.hash_key.as_slice())
             .arg(total)
@@ -458,10 +458,7 @@ impl Semaphore {
                     .saturating_add(inner.lock.fence_memory_ms()),
             )
             .arg(inner.wake_channel.as_slice());
-        invocation
-            .invoke_async::<i64>(&mut inner.lock.conn())
-            .await
-            .map_err(|e| Error::from_redis(e, &inner.lock.name))?;
+        inner.lock.call::<i64>(invocation).await?;
         Ok(())
     }
 
@@ -507,12 +504,9 @@ impl Semaphore {
     /// The total in force and the permits held.
     async fn state(&self) -> Result<(u32, u32)> {
         let inner = &self.inner;
-        let reply: Vec<i64> = STATE
-            .plain()
-            .key(inner.hash_key.as_slice())
-            .invoke_async(&mut inner.lock.conn())
-            .await
-            .map_err(|e| Error::from_redis(e, &inner.lock.name))?;
+        let mut read = STATE.invocation();
+        read.key(inner.hash_key.as_slice());
+        let reply: Vec<i64> = inner.lock.call(read).await?;
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         match *reply.as_slice() {
             [-1, held] => Ok((inner.permits, count(held))),
@@ -565,7 +559,7 @@ impl Kind for PermitGrant {
 
     fn acquire(&self, token: &OwnerToken, _waits: bool, _refused_before: bool) -> Invocation {
         let s = &self.semaphore;
-        let mut invocation = ACQUIRE.invocation(s.lock.shared.nodes.first());
+        let mut invocation = ACQUIRE.invocation();
         invocation
             .key(s.hash_key.as_slice())
             .key(s.fence_key.as_slice())
@@ -580,7 +574,7 @@ impl Kind for PermitGrant {
 
     fn release(&self, token: &OwnerToken) -> Invocation {
         let s = &self.semaphore;
-        let mut invocation = RELEASE.invocation(s.lock.shared.nodes.first());
+        let mut invocation = RELEASE.invocation();
         invocation
             .key(s.hash_key.as_slice())
             .arg(self.field(token))
@@ -590,7 +584,7 @@ impl Kind for PermitGrant {
 
     fn extend(&self, token: &OwnerToken, lease_ms: u64) -> Invocation {
         let s = &self.semaphore;
-        let mut invocation = EXTEND.invocation(s.lock.shared.nodes.first());
+        let mut invocation = EXTEND.invocation();
         invocation
             .key(s.hash_key.as_slice())
             .arg(self.field(token))

@@ -6,7 +6,6 @@
 //! extension `value/extend.lua`; its forced release `value/take.lua`; and here, how
 //! inspection reads one and how a waiter's place is written.
 
-use crate::core::kind::Lock;
 use crate::core::stored::{parse_number, remaining_pttl, LockInfo, LockKind, Raw};
 use crate::token::{Fence, OwnerToken};
 use crate::transport::script::{Invocation, Lua};
@@ -22,8 +21,8 @@ pub(crate) const TAKE: &str = include_str!("value/take.lua");
 pub(crate) static EXTEND: Lua = Lua::new(&[VALUE, include_str!("value/extend.lua")]);
 
 /// The extension of a lease held in a value under `key`, laid out as a mutex's.
-pub(crate) fn extend(lock: &Lock, key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
-    let mut invocation = EXTEND.invocation(lock.shared.nodes.first());
+pub(crate) fn extend(key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
+    let mut invocation = EXTEND.invocation();
     invocation.key(key).arg(token.as_str()).arg(lease_ms);
     invocation
 }

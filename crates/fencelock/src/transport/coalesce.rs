@@ -54,8 +54,8 @@ impl Coalescer {
         conn: &Conn,
         call: &Arc<Invocation>,
     ) -> RedisResult<Value> {
-        if conn.is_sharded() || !call.is_batchable() {
-            return call.invoke_async(&mut conn.clone()).await;
+        if conn.is_sharded() {
+            return call.invoke_async(conn).await;
         }
         let waiting = {
             let mut line = self.line();
@@ -78,7 +78,7 @@ impl Coalescer {
                     coalescer: Arc::clone(self),
                     conn: conn.clone(),
                 };
-                let reply = call.invoke_async(&mut conn.clone()).await;
+                let reply = call.invoke_async(conn).await;
                 drop(turn);
                 reply
             }
@@ -305,15 +305,15 @@ mod tests {
         Conn::Single(manager.expect("connect"))
     }
 
-    fn push(conn: &Conn, list: &str, item: &str) -> Arc<Invocation> {
-        let mut call = PUSH.invocation(conn);
+    fn push(list: &str, item: &str) -> Arc<Invocation> {
+        let mut call = PUSH.invocation();
         call.key(list).arg(item);
         Arc::new(call)
     }
 
     /// Starts a call that keeps the server busy, and returns once it is on its way.
     async fn occupy(line: &Arc<Coalescer>, conn: &Conn) -> tokio::task::JoinHandle<()> {
-        let mut busy = BUSY.invocation(conn);
+        let mut busy = BUSY.invocation();
         busy.key("busy").arg(20_000_000);
         let (line, conn, busy) = (Arc::clone(line), conn.clone(), Arc::new(busy));
         let handle = tokio::spawn(async move {
@@ -354,9 +354,7 @@ mod tests {
         let line = Arc::new(Coalescer::default());
         let before = evalshas(&mut conn).await;
         let busy = occupy(&line, &conn).await;
-        let calls: Vec<_> = (0..150)
-            .map(|i| push(&conn, "list", &i.to_string()))
-            .collect();
+        let calls: Vec<_> = (0..150).map(|i| push("list", &i.to_string())).collect();
         let replies = futures_join(calls.iter().map(|c| line.call(&conn, c))).await;
         busy.await.expect("busy task");
         for (i, reply) in replies.into_iter().enumerate() {
@@ -398,20 +396,20 @@ mod tests {
         let before = evalshas(&mut conn).await;
         let busy = occupy(&line, &conn).await;
         let length = |list: &str| {
-            let mut call = LENGTH.invocation(&conn);
+            let mut call = LENGTH.invocation();
             call.key(list);
             Arc::new(call)
         };
         // Interleaved on distinct lists: one batch per script. On one list, each length
         // must see the pushes made before it, and only those.
         let calls = [
-            push(&conn, "a", "1"),
+            push("a", "1"),
             length("b"),
-            push(&conn, "c", "1"),
+            push("c", "1"),
             length("d"),
-            push(&conn, "shared", "1"),
+            push("shared", "1"),
             length("shared"),
-            push(&conn, "shared", "2"),
+            push("shared", "2"),
             length("shared"),
         ];
         let replies = futures_join(calls.iter().map(|c| line.call(&conn, c))).await;
@@ -436,10 +434,10 @@ mod tests {
             .expect("set");
         let line = Arc::new(Coalescer::default());
         let busy = occupy(&line, &conn).await;
-        let good = push(&conn, "list", "a");
-        let wrong = push(&conn, "text", "b");
-        let after = push(&conn, "list", "c");
-        let mut nothing = NOTHING.invocation(&conn);
+        let good = push("list", "a");
+        let wrong = push("text", "b");
+        let after = push("list", "c");
+        let mut nothing = NOTHING.invocation();
         nothing.key("counter");
         let nothing = Arc::new(nothing);
         let (good, wrong, after, nothing) = tokio::join!(
@@ -462,8 +460,8 @@ mod tests {
         let mut conn = single(&server).await;
         let line = Arc::new(Coalescer::default());
         let busy = occupy(&line, &conn).await;
-        let dropped = push(&conn, "list", "dropped");
-        let kept = push(&conn, "list", "kept");
+        let dropped = push("list", "dropped");
+        let kept = push("list", "kept");
         {
             let mut waiting = Box::pin(line.call(&conn, &dropped));
             // Polled once: it takes its place in line, then its caller gives up.
@@ -492,9 +490,7 @@ mod tests {
             .exec_async(&mut conn)
             .await
             .expect("flush");
-        let calls: Vec<_> = (0..3)
-            .map(|i| push(&conn, "list", &i.to_string()))
-            .collect();
+        let calls: Vec<_> = (0..3).map(|i| push("list", &i.to_string())).collect();
         let replies = futures_join(calls.iter().map(|c| line.call(&conn, c))).await;
         // The busy call itself ran before the flush; the calls after it find nothing loaded.
         busy.await.expect("busy task");

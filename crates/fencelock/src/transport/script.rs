@@ -5,7 +5,8 @@
 //! A script that announces a release calls `redis.call(PUBLISH, channel, message)`: each
 //! script comes in two variants, `PUBLISH` for a single server, Sentinel and Redis 6.2, and
 //! `SPUBLISH` (sharded pub/sub, Redis 7+) for a cluster, which would otherwise broadcast every
-//! release to every node. The connection picks the variant ([`Lua::on`]).
+//! release to every node. The connection a call is sent on picks the variant ([`Lua::on`]):
+//! the kind that builds a call never names a connection.
 //!
 //! Every script also comes batched (the `PUBLISH` variant): its own file wrapped into a
 //! function that runs once per call of a batch, so that concurrent calls of one connection
@@ -81,11 +82,11 @@ impl Lua {
         }
     }
 
-    /// An invocation of the variant `conn` announces with, for keys and arguments to be added.
-    pub(crate) fn invocation(&'static self, conn: &Conn) -> Invocation {
+    /// A call of this script, for keys and arguments to be added; the connection it is sent on
+    /// picks the variant.
+    pub(crate) fn invocation(&'static self) -> Invocation {
         Invocation {
             lua: self,
-            sharded: conn.announces_sharded(),
             keys: Vec::new(),
             args: Vec::new(),
         }
@@ -126,12 +127,10 @@ impl Lua {
     }
 }
 
-/// One call of a script being built: the script, the variant its connection announces with,
-/// its keys and its arguments.
+/// One call of a script being built: the script, its keys and its arguments.
 #[derive(Clone)]
 pub struct Invocation {
     lua: &'static Lua,
-    sharded: bool,
     keys: Vec<Vec<u8>>,
     args: Vec<Vec<u8>>,
 }
@@ -149,19 +148,10 @@ impl Invocation {
         self
     }
 
-    /// The script this calls, in its connection's variant.
-    pub(crate) fn script(&self) -> &'static Script {
-        if self.sharded {
-            self.lua.sharded()
-        } else {
-            self.lua.plain()
-        }
-    }
-
-    /// Whether this call may share one batched script call with `other`: the same script,
-    /// announced with `PUBLISH`.
+    /// Whether this call may share one batched script call with `other` (on a connection that
+    /// announces with `PUBLISH`): the same script.
     pub(crate) fn batches_with(&self, other: &Invocation) -> bool {
-        !self.sharded && !other.sharded && std::ptr::eq(self.lua, other.lua)
+        std::ptr::eq(self.lua, other.lua)
     }
 
     /// The call's keys.
@@ -169,37 +159,32 @@ impl Invocation {
         &self.keys
     }
 
-    /// Whether this call can be batched at all.
-    pub(crate) fn is_batchable(&self) -> bool {
-        !self.sharded
-    }
-
-    /// `EVALSHA hash numkeys keys… args…`.
-    pub(crate) fn command(&self) -> Cmd {
+    /// `EVALSHA hash numkeys keys… args…` of `script`, one of this call's variants.
+    fn command(&self, script: &Script) -> Cmd {
         let mut command = redis::cmd("EVALSHA");
         command
-            .arg(self.script().get_hash())
+            .arg(script.get_hash())
             .arg(self.keys.len())
             .arg(&self.keys)
             .arg(&self.args);
         command
     }
 
-    /// Runs the call, loading the script on a server that answers `NOSCRIPT`.
-    pub(crate) async fn invoke_async<T: FromRedisValue>(
-        &self,
-        conn: &mut impl ConnectionLike,
-    ) -> RedisResult<T> {
-        let reply = evalsha(&self.command(), self.script(), conn).await?;
+    /// Runs the call on `conn`, in the variant `conn` announces with, loading the script on a
+    /// server that answers `NOSCRIPT`.
+    pub(crate) async fn invoke_async<T: FromRedisValue>(&self, conn: &Conn) -> RedisResult<T> {
+        let script = self.lua.on(conn);
+        let reply = evalsha(&self.command(script), script, &mut conn.clone()).await?;
         T::from_redis_value(reply).map_err(Into::into)
     }
 }
 
-/// One `EVALSHA` of `calls` (at least one), all of one script: the script itself for one
-/// call, its batched variant for several.
+/// One `EVALSHA` of `calls` (at least one), all of one script, on a connection that announces
+/// with `PUBLISH`: the script itself for one call, its batched variant for several.
 pub(crate) fn batch_command(calls: &[&Invocation]) -> (Cmd, &'static Script) {
     if let [one] = calls {
-        return (one.command(), one.script());
+        let script = one.lua.plain();
+        return (one.command(script), script);
     }
     let script = calls[0].lua.batched();
     let mut command = redis::cmd("EVALSHA");

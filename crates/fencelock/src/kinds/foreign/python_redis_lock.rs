@@ -15,7 +15,6 @@
 use crate::transport::script::Invocation;
 
 use crate::token::OwnerToken;
-use crate::transport::conn::Conn;
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[include_str!("python_redis_lock/acquire.lua")]);
@@ -25,15 +24,15 @@ static RELEASE: Lua = Lua::new(&[include_str!("python_redis_lock/release.lua")])
 pub(super) const SIGNAL_EXPIRE_MS: u64 = 1000;
 
 /// `SET lock:<name> token NX EX seconds`, or the same grant again on a resend.
-pub(super) fn acquire(conn: &Conn, key: &[u8], token: &OwnerToken, lease_secs: u64) -> Invocation {
-    let mut invocation = ACQUIRE.invocation(conn);
+pub(super) fn acquire(key: &[u8], token: &OwnerToken, lease_secs: u64) -> Invocation {
+    let mut invocation = ACQUIRE.invocation();
     invocation.key(key).arg(token.as_str()).arg(lease_secs);
     invocation
 }
 
 /// python-redis-lock's `UNLOCK` for `token`: the signal refilled, the lock deleted.
-pub(super) fn release(conn: &Conn, key: &[u8], signal: &[u8], token: &OwnerToken) -> Invocation {
-    let mut invocation = RELEASE.invocation(conn);
+pub(super) fn release(key: &[u8], signal: &[u8], token: &OwnerToken) -> Invocation {
+    let mut invocation = RELEASE.invocation();
     invocation
         .key(key)
         .key(signal)

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::transport::script::Invocation;
 
 use crate::token::OwnerToken;
-use crate::transport::conn::Conn;
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[include_str!("redisson/acquire.lua")]);
@@ -35,15 +34,15 @@ pub(super) fn new_holder(client_id: &str) -> OwnerToken {
 }
 
 /// RedissonLock's `tryLockInnerAsync` for a first entry, or the same grant again on a resend.
-pub(super) fn acquire(conn: &Conn, key: &[u8], holder: &OwnerToken, lease_ms: u64) -> Invocation {
-    let mut invocation = ACQUIRE.invocation(conn);
+pub(super) fn acquire(key: &[u8], holder: &OwnerToken, lease_ms: u64) -> Invocation {
+    let mut invocation = ACQUIRE.invocation();
     invocation.key(key).arg(lease_ms).arg(holder.as_str());
     invocation
 }
 
 /// The release of `holder`'s grant: the hash deleted, the unlock message published.
-pub(super) fn release(conn: &Conn, key: &[u8], channel: &[u8], holder: &OwnerToken) -> Invocation {
-    let mut invocation = RELEASE.invocation(conn);
+pub(super) fn release(key: &[u8], channel: &[u8], holder: &OwnerToken) -> Invocation {
+    let mut invocation = RELEASE.invocation();
     invocation
         .key(key)
         .arg(holder.as_str())
@@ -53,8 +52,8 @@ pub(super) fn release(conn: &Conn, key: &[u8], channel: &[u8], holder: &OwnerTok
 }
 
 /// Lengthens the hash's expiry to `lease_ms` if `holder` holds it.
-pub(super) fn extend(conn: &Conn, key: &[u8], holder: &OwnerToken, lease_ms: u64) -> Invocation {
-    let mut invocation = EXTEND.invocation(conn);
+pub(super) fn extend(key: &[u8], holder: &OwnerToken, lease_ms: u64) -> Invocation {
+    let mut invocation = EXTEND.invocation();
     invocation.key(key).arg(holder.as_str()).arg(lease_ms);
     invocation
 }

@@ -8,7 +8,6 @@
 use crate::transport::script::Invocation;
 
 use crate::token::OwnerToken;
-use crate::transport::conn::Conn;
 use crate::transport::script::Lua;
 
 static ACQUIRE: Lua = Lua::new(&[include_str!("token/acquire.lua")]);
@@ -16,23 +15,23 @@ static RELEASE: Lua = Lua::new(&[include_str!("token/release.lua")]);
 static EXTEND: Lua = Lua::new(&[include_str!("token/extend.lua")]);
 
 /// `SET key token NX PX lease`, or the same grant again on a resend.
-pub(super) fn acquire(conn: &Conn, key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
-    let mut invocation = ACQUIRE.invocation(conn);
+pub(super) fn acquire(key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
+    let mut invocation = ACQUIRE.invocation();
     invocation.key(key).arg(token.as_str()).arg(lease_ms);
     invocation
 }
 
 /// Deletes the key if its value is `token`.
-pub(super) fn release(conn: &Conn, key: &[u8], token: &OwnerToken) -> Invocation {
-    let mut invocation = RELEASE.invocation(conn);
+pub(super) fn release(key: &[u8], token: &OwnerToken) -> Invocation {
+    let mut invocation = RELEASE.invocation();
     invocation.key(key).arg(token.as_str());
     invocation
 }
 
 /// Lengthens the key's expiry to `lease_ms` if its value is `token`: the extension of every
 /// layout whose lock is one string key, python-redis-lock's included.
-pub(super) fn extend(conn: &Conn, key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
-    let mut invocation = EXTEND.invocation(conn);
+pub(super) fn extend(key: &[u8], token: &OwnerToken, lease_ms: u64) -> Invocation {
+    let mut invocation = EXTEND.invocation();
     invocation.key(key).arg(token.as_str()).arg(lease_ms);
     invocation
 }
