@@ -4,7 +4,7 @@
 //! `crates/fencelock/src` (a `use` or a path in code, comments left out) and reports each one
 //! that points up, as `file:line`, and each circle, with the paths that close it.
 //!
-//! A unit of the check is a file's module: `core/grant.rs` is `core::grant`, `kinds/mutex.rs`
+//! A unit of the check is a file's module: `core/acquire.rs` is `core::acquire`, `kinds/mutex.rs`
 //! and what sits in `kinds/mutex/` are `kinds::mutex`, `transport/sentinel/master.rs` is
 //! `transport::sentinel`. A path to an item re-exported at the crate root (`crate::Client`)
 //! counts as a path to the module it is re-exported from, as `lib.rs` says: a re-export is no
@@ -49,8 +49,8 @@ const LAYERS: [(&str, &[&str]); 5] = [
     ),
 ];
 
-/// The top-level modules whose files are units of their own (`core/grant.rs` is
-/// `core::grant`); every other folder is one unit.
+/// The top-level modules whose files are units of their own (`core/acquire.rs` is
+/// `core::acquire`); every other folder is one unit.
 const FOLDERS_OF_UNITS: [&str; 3] = ["core", "kinds", "transport"];
 
 /// A call a layer makes up into a higher one: through a trait it declares, which the higher
@@ -1002,7 +1002,6 @@ mod tests {
     }
 
     #[test]
-    #[test]
     fn a_kind_reaching_into_the_shared_fields_or_the_nodes_is_reported() {
         let files = [
             (
@@ -1036,11 +1035,12 @@ mod tests {
         );
     }
 
+    #[test]
     fn an_upward_import_is_reported_with_its_file_and_line() {
         let sample = "//! The grant.\n\nuse crate::error::Result;\nuse crate::client::Shared;\n";
         assert_eq!(
-            problems_of(&[("core/grant.rs", sample)]),
-            vec!["core/grant.rs:4: core module `core::grant` uses façade module `client`"]
+            problems_of(&[("core/acquire.rs", sample)]),
+            vec!["core/acquire.rs:4: core module `core::acquire` uses façade module `client`"]
         );
     }
 
@@ -1071,9 +1071,9 @@ mod tests {
     #[test]
     fn a_circle_inside_a_layer_is_reported_with_the_paths_that_close_it() {
         let found = problems_of(&[
-            ("core/held.rs", "use crate::core::grant::Attempt;\n"),
+            ("core/held.rs", "use crate::core::acquire::Attempt;\n"),
             (
-                "core/grant.rs",
+                "core/acquire.rs",
                 "use crate::core::{held::Held, lease::Lease};\n",
             ),
             ("core/lease.rs", "use crate::core::observe::Hold;\n"),
@@ -1081,8 +1081,8 @@ mod tests {
         assert_eq!(
             found,
             vec![
-                "an import circle of 2 modules: core::grant -> core::held (core/grant.rs:1), \
-                 core::held -> core::grant (core/held.rs:1)"
+                "an import circle of 2 modules: core::acquire -> core::held (core/acquire.rs:1), \
+                 core::held -> core::acquire (core/held.rs:1)"
             ]
         );
         let longer = problems_of(&[
@@ -1155,7 +1155,7 @@ mod tests {
         );
         // Implemented in its own layer or below, generics and all: no call up.
         let beside = (
-            "core/grant.rs",
+            "core/acquire.rs",
             "impl<K: Kind + Send> crate::core::waits::Holders for Local<K> {}\n",
         );
         assert!(calls_up_of(&[trait_below, beside], "", &[]).is_empty());

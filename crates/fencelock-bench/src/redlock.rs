@@ -87,8 +87,8 @@ pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Redlock
     let five = fencelock::Client::connect(five).await?;
     let setups = [
         ("Client::connect, 1 server", 1, single, "single"),
-        ("connect_redlock, 1 master", 1, one, "rl1"),
-        ("connect_redlock, 5 masters", 5, five, "rl5"),
+        ("Deployment::redlock, 1 master", 1, one, "rl1"),
+        ("Deployment::redlock, 5 masters", 5, five, "rl5"),
     ];
     let mut rows: Vec<RedlockRow> = Vec::new();
     for (setup, masters, client, prefix) in setups {
@@ -106,7 +106,10 @@ pub async fn measure(settings: &Settings, progress: &Progress) -> Result<Redlock
         });
     }
     let all_up = rows.last().map_or(f64::MIN_POSITIVE, |r| r.acquire.p50_ms);
-    progress.step("connect_redlock, 5 masters, 1 paused", settings.duration);
+    progress.step(
+        "Deployment::redlock, 5 masters, 1 paused",
+        settings.duration,
+    );
     servers[4].pause()?;
     let paused = paused_master(&urls, all_up, settings.duration).await;
     servers[4].resume()?;

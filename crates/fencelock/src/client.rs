@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::core::holds::Registered;
+use crate::core::live_holds::Registered;
 use crate::core::shared::Shared;
 use crate::error::{Error, Result};
 use crate::keys::{Layout, LockKeys};

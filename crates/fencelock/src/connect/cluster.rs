@@ -10,8 +10,6 @@ use redis::cluster::ClusterClient;
 use redis::ConnectionInfo;
 
 use crate::client::Client;
-#[cfg(feature = "cluster")]
-use crate::core::notify::Source;
 use crate::error::Result;
 use crate::options::ClientOptions;
 use crate::transport::cluster::cluster_nodes;
@@ -19,6 +17,8 @@ use crate::transport::cluster::cluster_nodes;
 use crate::transport::cluster::ClusterSource;
 #[cfg(feature = "cluster")]
 use crate::transport::conn::{Announce, Conn};
+#[cfg(feature = "cluster")]
+use crate::transport::pubsub::Source;
 #[cfg(feature = "cluster")]
 use crate::transport::server;
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::client::Client;
-use crate::core::holds::Holds;
 use crate::core::keeper::Keeper;
+use crate::core::live_holds::LiveHolds;
 use crate::core::nodes;
-use crate::core::notify::{Notifier, Source, Timing};
+use crate::core::notify::{Notifier, Timing};
 use crate::core::observe;
 use crate::core::shared::Shared;
 use crate::error::Result;
@@ -24,6 +24,7 @@ use crate::inspect::Inspection;
 use crate::options::ClientOptions;
 use crate::token::random_id;
 use crate::transport::conn::Conn;
+use crate::transport::pubsub::Source;
 use crate::transport::sentinel::SentinelOptions;
 use crate::transport::server::Server;
 use crate::transport::{connection_info, Role};
@@ -283,7 +284,7 @@ impl Client {
                 options,
                 keeper,
                 notifier,
-                holds: Holds::default(),
+                holds: LiveHolds::default(),
                 server,
                 holders: &Inspection,
             }),

@@ -7,10 +7,10 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::client::Client;
 use crate::core::nodes::Nodes;
-use crate::core::notify::Source;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::transport::conn::Conn;
+use crate::transport::pubsub::Source;
 use crate::transport::server::{self, Server};
 use crate::transport::{addresses, check_access, Role};
 

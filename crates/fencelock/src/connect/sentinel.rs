@@ -14,12 +14,12 @@ use redis::AsyncConnectionConfig;
 use redis::ConnectionInfo;
 
 use crate::client::Client;
-#[cfg(feature = "sentinel")]
-use crate::core::notify::Source;
 use crate::error::Result;
 use crate::options::ClientOptions;
 #[cfg(feature = "sentinel")]
 use crate::transport::conn::Conn;
+#[cfg(feature = "sentinel")]
+use crate::transport::pubsub::Source;
 #[cfg(feature = "sentinel")]
 use crate::transport::sentinel::SentinelConn;
 use crate::transport::sentinel::{sentinel_resolver, SentinelOptions};

@@ -4,10 +4,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::ConnectionInfo;
 
 use crate::client::Client;
-use crate::core::notify::Source;
 use crate::error::Result;
 use crate::options::ClientOptions;
 use crate::transport::conn::Conn;
+use crate::transport::pubsub::Source;
 use crate::transport::server;
 use crate::transport::{check_access, single_server};
 

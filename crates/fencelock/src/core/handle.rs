@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::grant;
+use crate::core::acquire;
 use crate::core::guard::Guard;
 use crate::core::held::{Grant, Held};
 use crate::core::kind::Kind;
@@ -84,7 +84,7 @@ pub trait Acquire: Grant {
 
 impl<K: Kind> Acquire for K {
     fn acquire(grant: &Arc<K>, wait: Wait) -> impl Future<Output = Result<Held<K>>> + Send {
-        grant::take(grant, wait)
+        acquire::take(grant, wait)
     }
 }
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::core::holds::Release;
 use crate::core::kind::Lock;
 use crate::core::lease::{LeaseState, Lost};
+use crate::core::live_holds::Release;
 use crate::core::nodes::{Owned, Request};
 use crate::core::observe;
 use crate::error::{Error, Result};
@@ -25,7 +25,7 @@ use crate::transport::script::Invocation;
 /// What a held grant needs of its kind, whatever the kind: the part of
 /// [`Kind`](crate::core::kind::Kind) a guard uses after the grant, and the acquire a handle of
 /// any kind makes, which a grant of any kind can be turned into (`Guard` and `Handle` without a
-/// kind). Every kind has it (`core/grant.rs`).
+/// kind). Every kind has it (`core/acquire.rs`).
 pub trait Grant: Send + Sync + 'static {
     /// See [`Kind::lock`](crate::core::kind::Kind::lock).
     fn lock(&self) -> &Lock;

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::core::holds::Release;
 use crate::core::lease::{valid_until, LeaseState, Lost};
+use crate::core::live_holds::Release;
 use crate::core::nodes::{Nodes, Request};
 use crate::core::observe::Renewing;
 use crate::core::EXPIRIES;

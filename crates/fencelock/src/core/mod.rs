@@ -7,14 +7,14 @@
 //! `observe`, `stored`, `lease`, `holds`, `nodes`, `keeper`, `notify`, `waits`, `shared`, `kind`, `held`,
 //! `grant`, `guard`, `handle` (`cargo xtask layers` refuses a circle).
 
-pub(crate) mod grant;
+pub(crate) mod acquire;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod held;
-pub(crate) mod holds;
 pub(crate) mod keeper;
 pub(crate) mod kind;
 pub(crate) mod lease;
+pub(crate) mod live_holds;
 pub(crate) mod nodes;
 pub(crate) mod notify;
 pub(crate) mod observe;

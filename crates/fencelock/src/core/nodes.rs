@@ -21,7 +21,7 @@ use redis::FromRedisValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::holds::Release;
+use crate::core::live_holds::Release;
 use crate::error::{Error, Result};
 use crate::token::Fence;
 use crate::transport::coalesce::Coalescer;

@@ -35,25 +35,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use futures_core::Stream;
-use redis::aio::{PubSubSink, PubSubStream};
-#[cfg(feature = "cluster")]
-use redis::cluster_async::ClusterConnection;
-use redis::Value;
-#[cfg(feature = "cluster")]
-use redis::{PushInfo, PushKind};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::options::ClientOptions;
 use crate::race::{self, Branch};
-#[cfg(feature = "cluster")]
-use crate::transport::cluster::ClusterSource;
-#[cfg(feature = "cluster")]
-use crate::transport::conn::Announce;
-#[cfg(feature = "sentinel")]
-use crate::transport::sentinel::SentinelConn;
+use crate::transport::pubsub::{
+    answers, connect, moved, next_event, subscribe, unsubscribe, Connection, Event, Source,
+};
 
 /// Whom a waiter wants to be woken for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -449,43 +439,6 @@ fn dispatch(registry: &StdMutex<Registry>, channel: &[u8], payload: &[u8]) {
     }
 }
 
-/// Where the notification task opens its pub/sub connection.
-pub(crate) enum Source {
-    /// One Redis server.
-    Single(redis::Client),
-    /// The master of a Sentinel deployment, asked for at every connect so that waiters
-    /// follow a failover.
-    #[cfg(feature = "sentinel")]
-    Sentinel(SentinelConn),
-    /// A Redis Cluster: subscriptions each on the master of its channel's slot, sharded where
-    /// the servers have sharded pub/sub.
-    #[cfg(feature = "cluster")]
-    Cluster(ClusterSource),
-}
-
-impl Source {
-    /// Announcements that the master moved, for the sources that make them.
-    fn moves(&self) -> Option<watch::Receiver<u64>> {
-        match self {
-            #[cfg(feature = "sentinel")]
-            Source::Sentinel(conn) => Some(conn.moves()),
-            _ => None,
-        }
-    }
-}
-
-/// Completes when the master is announced to have moved; never for sources without moves.
-async fn moved(moves: &mut Option<watch::Receiver<u64>>) {
-    if let Some(receiver) = moves {
-        if receiver.changed().await.is_ok() {
-            return;
-        }
-        // The client is gone: no more moves.
-        *moves = None;
-    }
-    std::future::pending().await
-}
-
 /// Whether a `~` payload is new, remembering it if so.
 fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
     if registry.announced.iter().any(|seen| seen == payload) {
@@ -496,44 +449,6 @@ fn first_announcement(registry: &mut Registry, payload: &[u8]) -> bool {
     }
     registry.announced.push_back(payload.to_vec());
     true
-}
-
-/// The connection, when there is one, and the channels it is subscribed to.
-struct Connection {
-    link: Link,
-    subscribed: HashSet<Vec<u8>>,
-    /// How long a reply may take before the connection counts as silent.
-    reply_within: Duration,
-}
-
-enum Link {
-    /// A RESP2 pub/sub connection to one server: the sink to send (un)subscriptions through,
-    /// and the stream of messages.
-    Plain {
-        sink: PubSubSink,
-        messages: PubSubStream,
-    },
-    /// A cluster connection, its messages arriving as RESP3 pushes. It reconnects to each node
-    /// and resubscribes by itself. Its subscriptions are sharded unless the cluster announces
-    /// releases by broadcast.
-    #[cfg(feature = "cluster")]
-    Cluster {
-        conn: ClusterConnection,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
-        announce: Announce,
-    },
-}
-
-/// What the connection delivered. Only a cluster connection reports interruptions and ended
-/// subscriptions: a plain one ends its stream instead.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-enum Event {
-    /// A release message: its channel and payload.
-    Message(Vec<u8>, Vec<u8>),
-    /// A node connection dropped and was re-established: messages may have been lost.
-    Interrupted,
-    /// The server ended a subscription (its slot moved to another master).
-    Unsubscribed(Vec<u8>),
 }
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
@@ -549,7 +464,8 @@ async fn run(
     // Opened with the client, so that the first contended wait only subscribes: a connect
     // there would delay the wait by a connection's round trips, on the path a release is
     // announced on. If it fails, the first subscription tries again, as after a drop.
-    let mut conn: Option<Connection> = connect(&source, timing).await;
+    let mut conn: Option<Connection> =
+        connect(&source, timing.connect_within, timing.reply_within).await;
     let mut backoff = RECONNECT_MIN;
     let mut moves = source.moves();
     // Channels nobody waits on any more, still subscribed until the instant given.
@@ -595,7 +511,7 @@ async fn run(
             Step::Request(request) => {
                 let Some(request) = request else { break };
                 if conn.is_none() {
-                    conn = connect(&source, timing).await;
+                    conn = connect(&source, timing.connect_within, timing.reply_within).await;
                 }
                 match request {
                     Request::Subscribe(channel, confirmed) => {
@@ -699,7 +615,7 @@ fn show_listening(registry: &StdMutex<Registry>, index: usize, conn: Option<&Con
         return;
     };
     match conn {
-        Some(conn) if *listening != conn.subscribed => listening.clone_from(&conn.subscribed),
+        Some(conn) if listening != conn.subscribed() => listening.clone_from(conn.subscribed()),
         None if !listening.is_empty() => listening.clear(),
         _ => {}
     }
@@ -712,7 +628,7 @@ async fn reconnect(
     timing: Timing,
     registry: &StdMutex<Registry>,
 ) -> Option<Connection> {
-    let mut conn = connect(source, timing).await?;
+    let mut conn = connect(source, timing.connect_within, timing.reply_within).await?;
     let channels: Vec<Vec<u8>> = lock(registry).channels.keys().cloned().collect();
     for channel in channels {
         if !subscribe(&mut conn, &channel).await {
@@ -722,113 +638,9 @@ async fn reconnect(
     Some(conn)
 }
 
-/// Opens a connection, giving up after the connection and reply timeouts.
-async fn connect(source: &Source, timing: Timing) -> Option<Connection> {
-    let link = tokio::time::timeout(timing.connect_within, open(source))
-        .await
-        .ok()??;
-    Some(Connection {
-        link,
-        subscribed: HashSet::new(),
-        reply_within: timing.reply_within,
-    })
-}
-
-async fn open(source: &Source) -> Option<Link> {
-    Some(match source {
-        Source::Single(client) => plain(client).await?,
-        #[cfg(feature = "sentinel")]
-        Source::Sentinel(conn) => plain(&conn.resolve_client().await.ok()?).await?,
-        #[cfg(feature = "cluster")]
-        Source::Cluster(source) => {
-            let (tx, pushes) = mpsc::unbounded_channel();
-            let conn = source.client(tx).ok()?.get_async_connection().await.ok()?;
-            Link::Cluster {
-                conn,
-                pushes,
-                announce: source.announce(),
-            }
-        }
-    })
-}
-
-async fn plain(client: &redis::Client) -> Option<Link> {
-    let (sink, messages) = client.get_async_pubsub().await.ok()?.split();
-    Some(Link::Plain { sink, messages })
-}
-
-async fn subscribe(conn: &mut Connection, channel: &[u8]) -> bool {
-    if conn.subscribed.contains(channel) {
-        return true;
-    }
-    let subscribed = match &mut conn.link {
-        Link::Plain { sink, .. } => within(conn.reply_within, sink.subscribe(channel)).await,
-        #[cfg(feature = "cluster")]
-        Link::Cluster {
-            conn,
-            announce: Announce::Sharded,
-            ..
-        } => conn.ssubscribe(channel).await.is_ok(),
-        // Routed by the channel's name, like a key: to the master of the name's slot.
-        #[cfg(feature = "cluster")]
-        Link::Cluster {
-            conn,
-            announce: Announce::Broadcast,
-            ..
-        } => conn.subscribe(channel).await.is_ok(),
-    };
-    if !subscribed {
-        return false;
-    }
-    conn.subscribed.insert(channel.to_vec());
-    true
-}
-
-/// Unsubscribes from `channel`; `false` when the connection failed doing so.
-async fn unsubscribe(conn: &mut Connection, channel: &[u8]) -> bool {
-    if !conn.subscribed.remove(channel) {
-        return true;
-    }
-    match &mut conn.link {
-        Link::Plain { sink, .. } => within(conn.reply_within, sink.unsubscribe(channel)).await,
-        #[cfg(feature = "cluster")]
-        Link::Cluster {
-            conn,
-            announce: Announce::Sharded,
-            ..
-        } => conn.sunsubscribe(channel).await.is_ok(),
-        #[cfg(feature = "cluster")]
-        Link::Cluster {
-            conn,
-            announce: Announce::Broadcast,
-            ..
-        } => conn.unsubscribe(channel).await.is_ok(),
-    }
-}
-
-/// Whether the connection answers a ping in time; an error reply (a user not allowed `PING`)
-/// is an answer too. The cluster connection is not pinged: it times out its own subscriptions
-/// and announces each node connection it re-establishes.
-async fn answers(conn: &mut Connection) -> bool {
-    let sink = match &mut conn.link {
-        Link::Plain { sink, .. } => sink,
-        #[cfg(feature = "cluster")]
-        Link::Cluster { .. } => return true,
-    };
-    match tokio::time::timeout(conn.reply_within, sink.ping::<Value>()).await {
-        Ok(reply) => reply.map_or_else(|e| e.code().is_some(), |_| true),
-        Err(_) => false,
-    }
-}
-
-/// Whether `reply` came, and was no error, within `limit`.
-async fn within<T>(limit: Duration, reply: impl Future<Output = redis::RedisResult<T>>) -> bool {
-    matches!(tokio::time::timeout(limit, reply).await, Ok(Ok(_)))
-}
-
 /// Subscribes again to a channel the server unsubscribed, if anyone still waits on it.
 async fn resubscribe(conn: &mut Connection, registry: &StdMutex<Registry>, channel: &[u8]) -> bool {
-    conn.subscribed.remove(channel);
+    conn.forget(channel);
     let wanted = lock(registry).channels.contains_key(channel);
     !wanted || subscribe(conn, channel).await
 }
@@ -842,53 +654,6 @@ fn wake_everyone(registry: &StdMutex<Registry>) {
 fn wake_channel(registry: &StdMutex<Registry>, channel: &[u8]) {
     if let Some(slots) = lock(registry).channels.get_mut(channel) {
         slots.iter_mut().for_each(Slot::wake);
-    }
-}
-
-/// The next event of the connection, or `None` when it closed. Pends forever when there is no
-/// connection, so `select!` simply skips that branch.
-async fn next_event(conn: &mut Option<Connection>) -> Option<Event> {
-    let Some(conn) = conn.as_mut() else {
-        return std::future::pending().await;
-    };
-    match &mut conn.link {
-        Link::Plain { messages, .. } => {
-            let message = poll_fn(|cx| Pin::new(&mut *messages).poll_next(cx)).await?;
-            Some(Event::Message(
-                message.get_channel::<Vec<u8>>().unwrap_or_default(),
-                message.get_payload_bytes().to_vec(),
-            ))
-        }
-        #[cfg(feature = "cluster")]
-        Link::Cluster { pushes, .. } => loop {
-            let push = pushes.recv().await?;
-            if let Some(event) = cluster_event(push) {
-                return Some(event);
-            }
-        },
-    }
-}
-
-/// The event a cluster push means, if it concerns the waiters.
-#[cfg(feature = "cluster")]
-fn cluster_event(push: PushInfo) -> Option<Event> {
-    let mut data = push.data.into_iter().map(bytes_of);
-    match push.kind {
-        PushKind::SMessage | PushKind::Message => {
-            Some(Event::Message(data.next()??, data.next()??))
-        }
-        PushKind::SUnsubscribe => Some(Event::Unsubscribed(data.next()??)),
-        PushKind::Disconnection => Some(Event::Interrupted),
-        _ => None,
-    }
-}
-
-#[cfg(feature = "cluster")]
-fn bytes_of(value: Value) -> Option<Vec<u8>> {
-    match value {
-        Value::BulkString(bytes) => Some(bytes),
-        Value::SimpleString(text) => Some(text.into_bytes()),
-        _ => None,
     }
 }
 

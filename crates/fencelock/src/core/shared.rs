@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::core::holds::Holds;
 use crate::core::keeper::Keeper;
+use crate::core::live_holds::LiveHolds;
 use crate::core::nodes::Nodes;
 use crate::core::notify::Notifier;
 use crate::core::waits::{ClientWaits, Holders};
@@ -20,7 +20,7 @@ pub(crate) struct Shared {
     pub(crate) keeper: Keeper,
     pub(crate) notifier: Arc<Notifier>,
     /// Every hold of every lock made from this client, until a shutdown gives them back.
-    pub(crate) holds: Holds,
+    pub(crate) holds: LiveHolds,
     /// The server read at connect: on a cluster its oldest master; `None` when it did not say
     /// (or, on a RedLock client, when no master answered at connect).
     pub(crate) server: Option<Server>,

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::transport::script::Invocation;
 use tokio::time::Instant;
 
-use crate::core::grant;
+use crate::core::acquire;
 use crate::core::guard::Guard;
 use crate::core::handle::Handle;
 use crate::core::keeper::{RenewKind, Renewal};
@@ -720,7 +720,7 @@ impl LeaderWatch {
                 Some((leader, remaining)) => (Some(leader), remaining),
                 None => (None, None),
             };
-            let nap = grant::nap(e.lock.wake_fallback(), remaining);
+            let nap = acquire::nap(e.lock.wake_fallback(), remaining);
             self.wake_at = Some(Instant::now() + nap);
             if self.last.as_ref() != Some(&now) {
                 self.last = Some(now.clone());

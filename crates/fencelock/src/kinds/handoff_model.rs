@@ -11,7 +11,7 @@
 //!   alike) and `value.lua`'s forms of a value (an offer marked `+?` until claimed),
 //!   `hand_over` and `places_line`; `kinds/fair/acquire.lua`, `release.lua` and `line.lua`.
 //!   Each function follows its file, so that a reader can hold one against the other.
-//! - **A client** ([`step`]) follows `core/grant.rs` (`wait_for_grant`, `Attempt::send`),
+//! - **A client** ([`step`]) follows `core/acquire.rs` (`wait_for_grant`, `Attempt::send`),
 //!   `core/nodes.rs` (a grant answered after `valid_until(send)` is a late grant, given back in
 //!   the background, the attempt going on with a new token), `core/notify.rs` (a message is a
 //!   wake-up, never proof: its own token wakes it now, `<token>?<ms>` within `ms`; the

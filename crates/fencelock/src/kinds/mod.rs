@@ -1,7 +1,7 @@
-//! One module per kind of lock, each owning its storage: its row of the key table
-//! (`keys::layout`), its scripts (the `.lua` files in the folder of its name), its handle, its
-//! grant (the [`Kind`](crate::core::kind::Kind) the core runs), its guard's own methods, and
-//! how inspection reads it and a forced release removes it.
+//! One module per kind of lock, each owning its storage: its keys, and how inspection reads them
+//! and a forced release removes them (its `STORED`); its scripts (the `.lua` files in the
+//! folder of its name); its handle; its grant (the [`Kind`](crate::core::kind::Kind) the core
+//! runs); and its guard's own methods.
 
 pub(crate) mod election;
 pub(crate) mod fair;

@@ -5,6 +5,7 @@
 pub(crate) mod cluster;
 pub(crate) mod coalesce;
 pub(crate) mod conn;
+pub(crate) mod pubsub;
 pub(crate) mod script;
 pub(crate) mod sentinel;
 pub(crate) mod server;

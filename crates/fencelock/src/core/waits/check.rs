@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::core::holds::Holds;
+use crate::core::live_holds::LiveHolds;
 use crate::core::nodes::Nodes;
 use crate::core::waits::graph::find_cycles;
 use crate::core::waits::holders::Holders;
@@ -25,7 +25,7 @@ pub(crate) struct ClientWaits<'a> {
     pub(crate) nodes: &'a Nodes,
     pub(crate) options: &'a ClientOptions,
     pub(crate) id: &'a str,
-    pub(crate) holds: &'a Holds,
+    pub(crate) holds: &'a LiveHolds,
     pub(crate) holders: &'a dyn Holders,
 }
 

@@ -1,6 +1,6 @@
 //! Who waits for whom, the feature in one place: a waiter's record of its wait ([`record`]),
 //! the wait-for graph and its deadlocks ([`graph`]), and a waiter's part, recording and
-//! checking while it waits ([`check`]). The core's waiter (`core/grant.rs`) runs a [`Checker`];
+//! checking while it waits ([`check`]). The core's waiter (`core/acquire.rs`) runs a [`Checker`];
 //! the façade's `Client::wait_graph` (`inspect.rs`) reads the [`graph`]. The names these share
 //! with the error type and the options (`TaskId`, `LockKind`, `WaitCycle`) are in `cycle.rs`.
 //!

@@ -15,7 +15,7 @@ pub(crate) enum Lock {
 /// one of their rules, so that a test can show the checker finds what that rule prevents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
-    /// The handoff by offer and claim, as the scripts and `core/grant.rs` do it.
+    /// The handoff by offer and claim, as the scripts and `core/acquire.rs` do it.
     Fixed,
     /// The handoff of older versions: a release grants the waiter its whole lease and announces
     /// `<token><fence>`, and the waiter holds on hearing it, its validity counted from its

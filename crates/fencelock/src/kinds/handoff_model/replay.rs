@@ -47,6 +47,7 @@
 //! subscribed and is no longer read; a pattern subscription on the master stands for the tap.
 
 mod compare;
+mod names;
 mod real;
 mod traces;
 

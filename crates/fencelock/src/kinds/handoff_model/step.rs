@@ -1,4 +1,4 @@
-//! The model's actions: what a client does (`core/grant.rs`'s waiting loop, `core/notify.rs`'s
+//! The model's actions: what a client does (`core/acquire.rs`'s waiting loop, `core/notify.rs`'s
 //! reading of messages, a guard's unlock, the keeper's renewal), what Redis runs (one script,
 //! atomically: `scripts.rs`), and what the environment does (time passing, faults).
 

@@ -5,7 +5,7 @@
 use super::super::config::{Config, Lock, MAX_CLIENTS};
 use super::super::scripts::{Answered, Channel, Effects, Run};
 use super::super::state::{Hold, Message, Place, State, Sub, Value};
-use super::real::{label, member, token, Lengths, Names};
+use super::names::{label, member, token, Lengths, Names};
 use super::TICK_MS;
 
 /// What a script answered on the server.

@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::core::held::{first_fence, release_of, AnyAcquire, Grant, Held};
-use crate::core::holds::Taken;
 use crate::core::kind::{Kind, Lock};
 use crate::core::lease::{valid_until, LeaseState};
+use crate::core::live_holds::Taken;
 use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter, Wake};
 use crate::core::observe::{Acquiring, Hold};

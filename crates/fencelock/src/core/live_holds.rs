@@ -37,13 +37,13 @@ pub(crate) struct Taken {
 
 /// The live holds of a client, until it is shut down.
 #[derive(Default)]
-pub(crate) struct Holds {
+pub(crate) struct LiveHolds {
     live: StdMutex<HashMap<u64, Registered>>,
     /// Cancelled when the client shuts down; no hold is registered after that.
     shut_down: CancellationToken,
 }
 
-impl Holds {
+impl LiveHolds {
     /// Registers a hold under its lease's id. When the client was shut down the release is
     /// handed back, for the caller to run: nobody would release that hold otherwise.
     pub(crate) fn register(
