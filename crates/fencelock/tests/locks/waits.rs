@@ -74,46 +74,78 @@ fn fixed_total(kind: &str, commands: &BTreeMap<String, f64>) -> f64 {
     total
 }
 
-/// The commands per cycle of every kind, on `client`, without those that depend on the clock.
+/// The commands per cycle of `kind`'s uncontended acquire and release on `client`, by what
+/// was measured (a kind with two ways to hold, such as a read-write lock, measures each);
+/// `None` for a kind left out.
+async fn kind_path(
+    kind: LockKind,
+    server: &RedisServer,
+    client: &Client,
+) -> Result<Option<Vec<(&'static str, BTreeMap<String, f64>)>>, Error> {
+    Ok(Some(match kind {
+        LockKind::Mutex => {
+            let mutex = client.mutex("m")?;
+            let c = per_cycle(server, || async { mutex.lock().await?.unlock().await }).await?;
+            vec![("Mutex", c)]
+        }
+        LockKind::FairMutex => {
+            let fair = client.fair_mutex("f")?;
+            let c = per_cycle(server, || async { fair.lock().await?.unlock().await }).await?;
+            vec![("FairMutex", c)]
+        }
+        LockKind::ReentrantMutex => {
+            let holder = client.holder()?;
+            let reentrant = client.reentrant_mutex("r")?;
+            let c = per_cycle(server, || async {
+                reentrant.lock(&holder).await?.unlock().await
+            })
+            .await?;
+            vec![("ReentrantMutex", c)]
+        }
+        LockKind::RwLock => {
+            let rwlock = client.rwlock("rw")?;
+            let read = per_cycle(server, || async { rwlock.read().await?.unlock().await }).await?;
+            let write =
+                per_cycle(server, || async { rwlock.write().await?.unlock().await }).await?;
+            vec![("RwLock read", read), ("RwLock write", write)]
+        }
+        LockKind::Semaphore => {
+            let semaphore = client.semaphore("s", 4)?;
+            let c = per_cycle(server, || async {
+                semaphore.acquire().await?.release().await
+            })
+            .await?;
+            vec![("Semaphore", c)]
+        }
+        LockKind::Election => {
+            let election = client.election("e")?;
+            let c = per_cycle(server, || async {
+                election.campaign("v").await?.resign().await
+            })
+            .await?;
+            vec![("Election", c)]
+        }
+        // A foreign mutex runs another library's layout, not fencelock's lock path: it was not
+        // measured at 3a4aa62 and has no figure to hold to here.
+        LockKind::ForeignMutex => return Ok(None),
+        other => panic!("no lock path measured for {other}: teach this test the new kind"),
+    }))
+}
+
+/// The commands per cycle of every kind of [`LockKind::ALL`] (and of a multi-lock of two
+/// names, whose names are listed as mutexes), on `client`, without those that depend on the
+/// clock.
 async fn lock_path(
     server: &RedisServer,
     client: &Client,
 ) -> Result<Vec<(&'static str, f64)>, Error> {
-    let holder = client.holder()?;
     let mut measured = Vec::new();
-
-    let mutex = client.mutex("m")?;
-    let c = per_cycle(server, || async { mutex.lock().await?.unlock().await }).await?;
-    measured.push(("Mutex", c));
-    let fair = client.fair_mutex("f")?;
-    let c = per_cycle(server, || async { fair.lock().await?.unlock().await }).await?;
-    measured.push(("FairMutex", c));
-    let reentrant = client.reentrant_mutex("r")?;
-    let c = per_cycle(server, || async {
-        reentrant.lock(&holder).await?.unlock().await
-    })
-    .await?;
-    measured.push(("ReentrantMutex", c));
-    let rwlock = client.rwlock("rw")?;
-    let c = per_cycle(server, || async { rwlock.read().await?.unlock().await }).await?;
-    measured.push(("RwLock read", c));
-    let c = per_cycle(server, || async { rwlock.write().await?.unlock().await }).await?;
-    measured.push(("RwLock write", c));
-    let semaphore = client.semaphore("s", 4)?;
-    let c = per_cycle(server, || async {
-        semaphore.acquire().await?.release().await
-    })
-    .await?;
-    measured.push(("Semaphore", c));
+    for kind in LockKind::ALL {
+        measured.extend(kind_path(kind, server, client).await?.into_iter().flatten());
+    }
     let multi = client.multi_mutex(["a", "b"])?;
     let c = per_cycle(server, || async { multi.lock().await?.unlock().await }).await?;
     measured.push(("MultiMutex of 2", c));
-    let election = client.election("e")?;
-    let c = per_cycle(server, || async {
-        election.campaign("v").await?.resign().await
-    })
-    .await?;
-    measured.push(("Election", c));
 
     for (kind, commands) in &measured {
         println!(
@@ -139,23 +171,27 @@ async fn an_uncontended_lock_runs_the_commands_it_ran_before() -> Result<(), Err
     // counted, as Redis 7 counts them), less the MultiMutex's second TIME, which its
     // acquire no longer sends since scripts read the server's clock once, and less the
     // semaphore's PTTL that depends on the clock (`BY_THE_CLOCK`).
+    // In the order of `LockKind::ALL`, the multi-lock last.
     let before = [
         ("Mutex", 7.0),
-        ("FairMutex", 9.0),
         ("ReentrantMutex", 13.0),
         ("RwLock read", 23.0),
         ("RwLock write", 24.0),
         ("Semaphore", 18.0),
-        ("MultiMutex of 2", 11.0),
+        ("FairMutex", 9.0),
         ("Election", 13.0),
+        ("MultiMutex of 2", 11.0),
     ];
     assert_eq!(lock_path(&server, &unlabelled).await?, before);
     // A labelled client's reentrant mutex and semaphore store the label in a field of their
     // own, one HSET more, as any labelled client's did at 3a4aa62.
     let labelled: Client = common::client_with(&server, ClientOptions::default()).await;
     let mut with_label = before;
-    with_label[2].1 += 1.0;
-    with_label[5].1 += 1.0;
+    for (kind, commands) in &mut with_label {
+        if matches!(*kind, "ReentrantMutex" | "Semaphore") {
+            *commands += 1.0;
+        }
+    }
     assert_eq!(lock_path(&server, &labelled).await?, with_label);
     Ok(())
 }
