@@ -118,6 +118,13 @@ pub(crate) fn check() -> Result<(), String> {
         .map_err(|e| format!("cannot read {ARCHITECTURE}: {e}"))?;
     let mut problems = problems(&files)?;
     problems.extend(reaches_of_kinds(&files));
+    // One module style: a module with children is `name.rs` beside its folder `name/`.
+    problems.extend(
+        files
+            .iter()
+            .filter(|(path, _)| path == "mod.rs" || path.ends_with("/mod.rs"))
+            .map(|(path, _)| format!("{path}: name it after its folder, beside the folder")),
+    );
     problems.extend(calls_up(
         &files,
         &architecture,

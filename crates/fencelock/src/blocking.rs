@@ -66,7 +66,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::connect::IntoDeployment;
-use crate::core::held::Grant;
+use crate::core::held::AnyKind;
 use crate::core::kind::Kind;
 use crate::core::lease::Lost;
 use crate::error::Result;
@@ -259,7 +259,7 @@ impl fmt::Debug for Client {
 ///
 /// See [the module](self).
 #[must_use = "dropping the guard releases the lock before `drop` returns (in the background inside a runtime), ignoring errors; call `unlock` to learn whether it was still held"]
-pub struct Guard<K: ?Sized + Grant = dyn Grant> {
+pub struct Guard<K: ?Sized + AnyKind = dyn AnyKind> {
     /// Always `Some` until released or dropped, which take it.
     guard: Option<crate::Guard<K>>,
     runtime: Arc<Runtime>,
@@ -275,7 +275,7 @@ impl<K: Kind> From<Guard<K>> for Guard {
     }
 }
 
-impl<K: ?Sized + Grant> Guard<K> {
+impl<K: ?Sized + AnyKind> Guard<K> {
     /// Blocks until the lock is lost, or at most `timeout`; `None` when it was still held
     /// then. See [`fencelock::Guard::lost`](crate::Guard::lost).
     ///
@@ -439,7 +439,7 @@ impl Guard<Candidate> {
 }
 
 /// The async guard, for what needs no Redis.
-impl<K: ?Sized + Grant> Deref for Guard<K> {
+impl<K: ?Sized + AnyKind> Deref for Guard<K> {
     type Target = crate::Guard<K>;
 
     fn deref(&self) -> &crate::Guard<K> {
@@ -447,13 +447,13 @@ impl<K: ?Sized + Grant> Deref for Guard<K> {
     }
 }
 
-impl<K: ?Sized + Grant> fmt::Debug for Guard<K> {
+impl<K: ?Sized + AnyKind> fmt::Debug for Guard<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("blocking::Guard").field(self.held()).finish()
     }
 }
 
-impl<K: ?Sized + Grant> Drop for Guard<K> {
+impl<K: ?Sized + AnyKind> Drop for Guard<K> {
     fn drop(&mut self) {
         let Some(guard) = self.guard.take() else {
             return;

@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::held::{first_fence, release_of, AnyAcquire, Grant, Held};
+use crate::core::held::{first_fence, release_of, AnyAcquire, AnyKind, Held};
 use crate::core::kind::{Kind, Lock};
 use crate::core::lease::{valid_until, LeaseState};
-use crate::core::live_holds::Taken;
+use crate::core::live_holds::HeldNames;
 use crate::core::nodes::{Acquired, Request};
 use crate::core::notify::{Target, Waiter, Wake};
-use crate::core::observe::{Acquiring, Hold};
+use crate::core::observe::{Acquiring, Holding};
 use crate::core::waits::Checker;
 use crate::cycle::Task;
 use crate::error::{Error, Result};
@@ -52,7 +52,7 @@ pub(crate) async fn take<K: Kind>(grant: &Arc<K>, wait: options::Wait) -> Result
     held.map_err(|e| grant.acquire_error(e))
 }
 
-impl<K: Kind> Grant for K {
+impl<K: Kind> AnyKind for K {
     fn lock(&self) -> &Lock {
         Kind::lock(self)
     }
@@ -523,10 +523,10 @@ impl<'a, K: Kind> Attempt<'a, K> {
             lock.lease.duration(),
             lock.shared.options.drift,
             sent_at,
-            Hold::granted(&lock.name, K::NAME, first_fence(&fences)),
+            Holding::granted(&lock.name, K::NAME, first_fence(&fences)),
         ));
         let release = release_of(grant.as_ref(), &self.token);
-        let taken = Taken {
+        let taken = HeldNames {
             task: Task::current(),
             kind: K::LOCK_KIND,
             names: grant.names_taken(),

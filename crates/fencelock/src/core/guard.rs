@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::core::held::{Grant, Held};
+use crate::core::held::{AnyKind, Held};
 use crate::core::kind::Kind;
 use crate::core::lease::Lost;
 use crate::error::Result;
@@ -51,11 +51,11 @@ use crate::token::Fence;
 /// # }
 /// ```
 #[must_use = "dropping the guard only queues its release to the client's background task; call `unlock`, or `Client::shutdown` before the program exits"]
-pub struct Guard<K: ?Sized + Grant = dyn Grant> {
+pub struct Guard<K: ?Sized + AnyKind = dyn AnyKind> {
     pub(crate) held: Held<K>,
 }
 
-impl<K: ?Sized + Grant> Guard<K> {
+impl<K: ?Sized + AnyKind> Guard<K> {
     pub(crate) fn new(held: Held<K>) -> Guard<K> {
         Guard { held }
     }
@@ -89,7 +89,7 @@ impl<K: Kind> From<Guard<K>> for Guard {
     }
 }
 
-impl<K: ?Sized + Grant> Guard<K> {
+impl<K: ?Sized + AnyKind> Guard<K> {
     /// The fencing token of this grant: larger than that of every earlier grant of the name.
     /// Pass it to what the lock protects, so that it can refuse a write from a holder that
     /// lost the lock without knowing (a process paused past its lease). A grant of several
@@ -292,7 +292,7 @@ impl<K: ?Sized + Grant> Guard<K> {
     }
 }
 
-impl<K: ?Sized + Grant> fmt::Debug for Guard<K> {
+impl<K: ?Sized + AnyKind> fmt::Debug for Guard<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut guard = f.debug_struct(self.held.grant().guard_name());
         guard.field("name", &self.name());

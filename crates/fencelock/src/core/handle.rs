@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::core::acquire;
 use crate::core::guard::Guard;
-use crate::core::held::{Grant, Held};
+use crate::core::held::{AnyKind, Held};
 use crate::core::kind::Kind;
 use crate::error::Result;
 use crate::options::{Lease, Wait};
@@ -64,11 +64,11 @@ use crate::token::Fence;
 /// # Ok(())
 /// # }
 /// ```
-pub struct Handle<K: ?Sized + Grant = dyn Grant> {
+pub struct Handle<K: ?Sized + AnyKind = dyn AnyKind> {
     pub(crate) grant: Arc<K>,
 }
 
-impl<K: ?Sized + Grant> Handle<K> {
+impl<K: ?Sized + AnyKind> Handle<K> {
     /// The handle whose acquires try for `grant`.
     pub(crate) fn of(grant: Arc<K>) -> Handle<K> {
         Handle { grant }
@@ -77,7 +77,7 @@ impl<K: ?Sized + Grant> Handle<K> {
 
 /// What a handle takes: a grant of one kind, or of any kind (a handle without a kind). The
 /// trait is the crate's own (its module is private).
-pub trait Acquire: Grant {
+pub trait Acquire: AnyKind {
     /// Acquires a grant of `grant`'s kind as `wait` says.
     fn acquire(grant: &Arc<Self>, wait: Wait) -> impl Future<Output = Result<Held<Self>>> + Send;
 }
@@ -88,11 +88,11 @@ impl<K: Kind> Acquire for K {
     }
 }
 
-impl Acquire for dyn Grant {
+impl Acquire for dyn AnyKind {
     fn acquire(
-        grant: &Arc<dyn Grant>,
+        grant: &Arc<dyn AnyKind>,
         wait: Wait,
-    ) -> impl Future<Output = Result<Held<dyn Grant>>> + Send {
+    ) -> impl Future<Output = Result<Held<dyn AnyKind>>> + Send {
         Arc::clone(grant).acquire_any(wait)
     }
 }
@@ -319,7 +319,7 @@ impl<K: ?Sized + Acquire> Handle<K> {
     }
 }
 
-impl<K: ?Sized + Grant> Clone for Handle<K> {
+impl<K: ?Sized + AnyKind> Clone for Handle<K> {
     fn clone(&self) -> Self {
         Handle {
             grant: Arc::clone(&self.grant),
@@ -327,7 +327,7 @@ impl<K: ?Sized + Grant> Clone for Handle<K> {
     }
 }
 
-impl<K: ?Sized + Grant> fmt::Debug for Handle<K> {
+impl<K: ?Sized + AnyKind> fmt::Debug for Handle<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let lock = self.grant.lock();
         let mut handle = f.debug_struct(self.grant.handle_name());

@@ -1,6 +1,6 @@
 //! A grant held: its kind, owner token, fences and lease, and what can be done with it
 //! (extend, release, release no earlier than a point, run work under it) and what its drop
-//! does. Every guard is made of one. [`Grant`] is what a held grant needs of its kind, which a
+//! does. Every guard is made of one. [`AnyKind`] is what a held grant needs of its kind, which a
 //! grant of any kind can be turned into.
 
 use std::future::Future;
@@ -26,7 +26,7 @@ use crate::transport::script::Invocation;
 /// [`Kind`](crate::core::kind::Kind) a guard uses after the grant, and the acquire a handle of
 /// any kind makes, which a grant of any kind can be turned into (`Guard` and `Handle` without a
 /// kind). Every kind has it (`core/acquire.rs`).
-pub trait Grant: Send + Sync + 'static {
+pub trait AnyKind: Send + Sync + 'static {
     /// See [`Kind::lock`](crate::core::kind::Kind::lock).
     fn lock(&self) -> &Lock;
     /// See [`Kind::release`](crate::core::kind::Kind::release).
@@ -44,7 +44,7 @@ pub trait Grant: Send + Sync + 'static {
 }
 
 /// An acquire of a grant of any kind, under way.
-pub(crate) type AnyAcquire = Pin<Box<dyn Future<Output = Result<Held<dyn Grant>>> + Send>>;
+pub(crate) type AnyAcquire = Pin<Box<dyn Future<Output = Result<Held<dyn AnyKind>>> + Send>>;
 
 /// How an extension moves a grant's expiry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ enum Extension {
 }
 
 /// A grant held.
-pub struct Held<K: ?Sized + Grant> {
+pub struct Held<K: ?Sized + AnyKind> {
     grant: Arc<K>,
     token: OwnerToken,
     /// One per name locked, in the order the kind names them; never empty.
@@ -67,7 +67,7 @@ pub struct Held<K: ?Sized + Grant> {
     released: bool,
 }
 
-impl<K: ?Sized + Grant> Held<K> {
+impl<K: ?Sized + AnyKind> Held<K> {
     /// A grant of `grant` to `token`, registered with the client's holds already.
     pub(crate) fn new(
         grant: Arc<K>,
@@ -89,14 +89,14 @@ impl<K: ?Sized + Grant> Held<K> {
     }
 
     /// The same grant, held as a grant of any kind.
-    pub(crate) fn erased(mut self) -> Held<dyn Grant>
+    pub(crate) fn erased(mut self) -> Held<dyn AnyKind>
     where
         K: Sized,
     {
         // This hold is handed over: its drop must release nothing.
         self.released = true;
         Held {
-            grant: Arc::clone(&self.grant) as Arc<dyn Grant>,
+            grant: Arc::clone(&self.grant) as Arc<dyn AnyKind>,
             token: self.token.clone(),
             fences: std::mem::take(&mut self.fences),
             lease: Arc::clone(&self.lease),
@@ -281,14 +281,14 @@ impl<K: ?Sized + Grant> Held<K> {
 
 /// What [`Held::unlock_no_earlier_than`] does: release now, or keep the lock until a point
 /// and wait for that request's answer.
-enum Later<K: ?Sized + Grant> {
+enum Later<K: ?Sized + AnyKind> {
     Now(Held<K>),
     Kept(Arc<LeaseState>, oneshot::Receiver<Result<()>>),
 }
 
 /// Extends the grant of `token` to at least (or, `Exactly`, to) `lease` from now,
 /// owner-checked on the nodes, and moves the guard's deadline on a confirmed reply.
-async fn send_extend<K: ?Sized + Grant>(
+async fn send_extend<K: ?Sized + AnyKind>(
     grant: &K,
     token: &OwnerToken,
     state: &LeaseState,
@@ -325,18 +325,18 @@ async fn send_extend<K: ?Sized + Grant>(
 
 /// For a reply saying that Redis no longer holds a grant: fires its lost signal and returns
 /// the error to report.
-fn revoked<K: ?Sized + Grant>(grant: &K, state: &LeaseState) -> Error {
+fn revoked<K: ?Sized + AnyKind>(grant: &K, state: &LeaseState) -> Error {
     state.mark_lost(Lost::Revoked);
     not_held(grant)
 }
 
-fn not_held<K: ?Sized + Grant>(grant: &K) -> Error {
+fn not_held<K: ?Sized + AnyKind>(grant: &K) -> Error {
     Error::NotHeld {
         name: grant.lock().name.clone(),
     }
 }
 
-impl<K: ?Sized + Grant> Drop for Held<K> {
+impl<K: ?Sized + AnyKind> Drop for Held<K> {
     fn drop(&mut self) {
         if self.released {
             return;
@@ -359,7 +359,7 @@ pub(crate) fn first_fence(fences: &[Fence]) -> Fence {
 /// The release of whatever `token` holds of `grant`, sent when run, and again while Redis does
 /// not answer, for as long as a grant of the lock's lease could last: for a dropped guard, a
 /// cancelled acquire, or a hold a shutdown gives back.
-pub(crate) fn release_of<K: ?Sized + Grant>(grant: &K, token: &OwnerToken) -> Release {
+pub(crate) fn release_of<K: ?Sized + AnyKind>(grant: &K, token: &OwnerToken) -> Release {
     let lock = grant.lock();
     lock.shared.nodes.release_of(
         grant.release(token),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::observe::Hold;
+use crate::core::observe::Holding;
 use crate::options::Drift;
 
 /// Why a held lock was lost.
@@ -56,13 +56,13 @@ pub(crate) struct LeaseState {
     deadline: StdMutex<Instant>,
     lost: CancellationToken,
     reason: OnceLock<Lost>,
-    hold: Hold,
+    hold: Holding,
 }
 
 impl LeaseState {
     /// A lease granted by a request sent at `sent_at`. The validity deadline counts from the
     /// send, not the reply: the server started the lease no earlier than that.
-    pub(crate) fn new(lease: Duration, drift: Drift, sent_at: Instant, hold: Hold) -> Self {
+    pub(crate) fn new(lease: Duration, drift: Drift, sent_at: Instant, hold: Holding) -> Self {
         LeaseState {
             id: NEXT_LEASE_ID.fetch_add(1, Ordering::Relaxed),
             lease,
@@ -83,7 +83,7 @@ impl LeaseState {
     }
 
     /// The grant as observability reports it.
-    pub(crate) fn hold(&self) -> &Hold {
+    pub(crate) fn hold(&self) -> &Holding {
         &self.hold
     }
 

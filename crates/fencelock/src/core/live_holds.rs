@@ -24,12 +24,12 @@ pub(crate) struct Registered {
     pub(crate) lease: Arc<LeaseState>,
     pub(crate) release: Release,
     /// What the wait-for graph knows of it: the task that acquired it, and what it took.
-    pub(crate) taken: Taken,
+    pub(crate) taken: HeldNames,
 }
 
 /// The locks one hold took, and the task that took them.
 #[derive(Clone, Debug)]
-pub(crate) struct Taken {
+pub(crate) struct HeldNames {
     pub(crate) task: Task,
     pub(crate) kind: LockKind,
     pub(crate) names: Vec<String>,
@@ -50,7 +50,7 @@ impl LiveHolds {
         &self,
         lease: Arc<LeaseState>,
         release: Release,
-        taken: Taken,
+        taken: HeldNames,
     ) -> Result<(), Release> {
         let mut live = self.live();
         if self.shut_down.is_cancelled() {

@@ -170,7 +170,7 @@ impl Acquiring {
 /// One grant, from the grant to its release or to the loss of its lease: what its renewals,
 /// release and loss are reported with.
 #[derive(Debug)]
-pub(crate) struct Hold {
+pub(crate) struct Holding {
     #[cfg(feature = "tracing")]
     lock: Box<str>,
     #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -185,10 +185,10 @@ pub(crate) struct Hold {
     ended: AtomicBool,
 }
 
-impl Hold {
+impl Holding {
     /// A grant of `resource` under `fence`, made now.
-    pub(crate) fn granted(lock: &str, kind: &'static str, fence: Fence) -> Hold {
-        Hold {
+    pub(crate) fn granted(lock: &str, kind: &'static str, fence: Fence) -> Holding {
+        Holding {
             #[cfg(feature = "tracing")]
             lock: lock.into(),
             #[cfg(any(feature = "tracing", feature = "metrics"))]
@@ -287,7 +287,10 @@ impl Hold {
 }
 
 /// Runs the release of `lease` inside a release span, and ends the hold when it is released.
-pub(crate) async fn release(hold: &Hold, release: impl Future<Output = Result<()>>) -> Result<()> {
+pub(crate) async fn release(
+    hold: &Holding,
+    release: impl Future<Output = Result<()>>,
+) -> Result<()> {
     #[cfg(feature = "tracing")]
     let span = hold.release_span();
     #[cfg(feature = "tracing")]
@@ -320,7 +323,7 @@ pub(crate) async fn release(hold: &Hold, release: impl Future<Output = Result<()
 
 /// Runs an extension of `lease` inside a renewal span and reports how it ended.
 pub(crate) async fn extension(
-    hold: &Hold,
+    hold: &Holding,
     is_lost: impl Fn() -> bool,
     extend: impl Future<Output = Result<()>>,
 ) -> Result<()> {

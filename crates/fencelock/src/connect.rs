@@ -184,8 +184,8 @@ impl Deployment {
     /// nothing else. Only [`Mutex`](crate::Mutex) runs on several masters: the other kinds and
     /// the inspection calls return [`Error::Unsupported`](crate::Error::Unsupported).
     ///
-    #[doc = include_str!("../../docs/rustdoc-links.md")]
-    #[doc = include_str!("../../docs/redlock.md")]
+    #[doc = include_str!("../docs/rustdoc-links.md")]
+    #[doc = include_str!("../docs/redlock.md")]
     ///
     /// # Errors
     ///

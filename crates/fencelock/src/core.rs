@@ -23,11 +23,11 @@ pub(crate) mod stored;
 pub(crate) mod waits;
 
 /// Lua shared by every script that grants a fencing token: `fence_after` and `next_fence`.
-pub(crate) const FENCE: &str = include_str!("fence.lua");
+pub(crate) const FENCE: &str = include_str!("core/fence.lua");
 
 /// Lua shared by the scripts that keep a holder's expiry apart from its key's: `lengthen` and
 /// `stretch`.
-pub(crate) const EXPIRIES: &str = include_str!("expiries.lua");
+pub(crate) const EXPIRIES: &str = include_str!("core/expiries.lua");
 
 /// Lua shared by the forced release of each kind: the server's time and how holds are taken.
-pub(crate) const FORCE_PARTS: &str = include_str!("force.lua");
+pub(crate) const FORCE_PARTS: &str = include_str!("core/force.lua");
