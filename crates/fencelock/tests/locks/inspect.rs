@@ -95,6 +95,22 @@ async fn every_kind_held_is_listed_with_its_holders_and_counts() -> Result<(), E
             "{lock:?}"
         );
     }
+    // Every kind is listed here or, named below, by another test: a kind added to
+    // `LockKind::ALL` fails this test until it is listed too.
+    let elsewhere = [
+        // `an_election_is_listed_and_released_by_force`, with its published value as holder.
+        LockKind::Election,
+        // Under its layout's own key, without the client's prefix: `locks` does not walk it,
+        // `ForeignMutex::info` reads it (`tests/locks/foreign.rs`).
+        LockKind::ForeignMutex,
+    ];
+    let covered: std::collections::BTreeSet<LockKind> =
+        listed.iter().map(|l| l.kind).chain(elsewhere).collect();
+    assert_eq!(
+        covered,
+        LockKind::ALL.into_iter().collect(),
+        "teach this test the new kind"
+    );
     let named = client.locks_named("job:rw").await?;
     assert_eq!(named.len(), 1);
     assert_eq!((&named[0].holders, named[0].fence), (&r.holders, r.fence));
