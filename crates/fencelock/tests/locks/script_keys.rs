@@ -20,7 +20,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use fencelock::{
-    Client, ClientOptions, Deployment, Error, Guard, Layout, Lease, LockKind, LockOptions, Optional,
+    Client, ClientOptions, Deployment, Error, Guard, Handle, Layout, Lease, LockKind, LockOptions,
+    Optional,
 };
 use fencelock_testkit::RedisServer;
 
@@ -372,6 +373,13 @@ fn short() -> Duration {
     Duration::from_millis(300)
 }
 
+/// Asserts that `lock`, held by another, is not granted within [`short`]: the waiter gives up.
+async fn gives_up(lock: impl Into<Handle>) {
+    let lock: Handle = lock.into();
+    let granted = lock.lock_timeout(short()).await.optional().expect("wait");
+    assert!(granted.is_none(), "granted while another held it");
+}
+
 /// Every primitive, held, waited for, given up on, extended, renewed, released, inspected
 /// and forced free, on one server: each kind of [`LockKind::ALL`], the multi-lock (whose names
 /// are listed as mutexes), then every kind held under one name.
@@ -407,14 +415,7 @@ async fn exercise_mutex(a: &Client, b: &Client) {
         let b = b.clone();
         tokio::spawn(async move { b.mutex("m").expect("name").lock_timeout(LIMIT).await })
     };
-    assert!(b
-        .mutex("m")
-        .expect("name")
-        .lock_timeout(short())
-        .await
-        .optional()
-        .expect("wait")
-        .is_none());
+    gives_up(b.mutex("m").expect("name")).await;
     guard.extend(Duration::from_secs(2)).await.expect("extend");
     renewals().await;
     guard.unlock().await.expect("unlock");
@@ -442,14 +443,7 @@ async fn exercise_fair(a: &Client, b: &Client) {
         let b = b.clone();
         tokio::spawn(async move { b.fair_mutex("f").expect("name").lock_timeout(LIMIT).await })
     };
-    assert!(b
-        .fair_mutex("f")
-        .expect("name")
-        .lock_timeout(short())
-        .await
-        .optional()
-        .expect("wait")
-        .is_none());
+    gives_up(b.fair_mutex("f").expect("name")).await;
     assert!(b
         .fair_mutex("f")
         .expect("name")
@@ -572,12 +566,7 @@ async fn exercise_multi(a: &Client, b: &Client) {
     // MultiMutex: all or none, against a mutex of one of its names.
     let multi = a.multi_mutex(["x", "y"]).expect("names");
     let blocker = b.mutex("y").expect("name").lock().await.expect("lock");
-    assert!(multi
-        .lock_timeout(short())
-        .await
-        .optional()
-        .expect("wait")
-        .is_none());
+    gives_up(multi.clone()).await;
     let taking = {
         let multi = multi.clone();
         tokio::spawn(async move { multi.lock_timeout(LIMIT).await })
@@ -707,14 +696,7 @@ async fn hold_under_one_name(kind: LockKind, a: &Client, b: &Client) -> Option<K
                 .lock()
                 .await
                 .expect("fair");
-            assert!(b
-                .fair_mutex("all")
-                .expect("name")
-                .lock_timeout(short())
-                .await
-                .optional()
-                .expect("wait")
-                .is_none());
+            gives_up(b.fair_mutex("all").expect("name")).await;
             let in_line = {
                 let b = b.clone();
                 tokio::spawn(async move {
